@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file alloc.h
+ * @brief Allocator hook. vsched allocates only at setup time (VM and vCPU
+ * creation); the post, service, entry and block paths never allocate.
+ */
+#ifndef VSCHED_ALLOC_H
+#define VSCHED_ALLOC_H
+
+#include <stddef.h>
+#include <vsched/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * A hypervisor's own allocator. `alloc` returns zeroed or unzeroed memory of
+ * at least `size` bytes aligned to `align` (a power of two, at least the
+ * cache-line size vsched uses, 64), or NULL on failure; `free` gets back the
+ * same pointer and size.
+ */
+struct vsched_allocator {
+	void *(*alloc)(size_t size, size_t align, void *ctx);
+	void (*free)(void *ptr, size_t size, void *ctx);
+	void *ctx;
+};
+
+/**
+ * The default allocator: jemalloc's mallocx/sdallocx when vsched was built
+ * with VSCHED_WITH_JEMALLOC, otherwise posix_memalign/free.
+ * Context: any thread.
+ */
+VSCHED_API const struct vsched_allocator *vsched_default_allocator(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VSCHED_ALLOC_H */

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file request.h
+ * @brief Per-vCPU requests, serviced in a fixed priority order.
+ *
+ * A VM declares up to 64 request kinds. Each kind has a priority (the
+ * service order: lower first), flags, a handler and the set of kinds its
+ * handler may raise. vsched_request_finalize() checks that no handler may
+ * raise a kind that is serviced before its own (such a request would only be
+ * seen by the final pre-entry check, after the entry was committed, and the
+ * entry would have to be cancelled), and that the may-raise relation has no
+ * cycle. After finalisation the table is immutable and shared by all vCPUs.
+ *
+ * Ordering (the contract with vsched_service() and vsched_vcpu_enter()):
+ * everything a poster wrote before vsched_post() is visible to the handler
+ * that services the request. vsched_post() sets the request bit, issues a
+ * full barrier and reads the vCPU's mode; vsched_vcpu_enter() and
+ * vsched_vcpu_block() write the mode, issue a full barrier and read the
+ * requests. This Dekker pair guarantees that a posted request is either seen
+ * by the vCPU before it enters or sleeps, or the poster kicks or wakes it.
+ */
+#ifndef VSCHED_REQUEST_H
+#define VSCHED_REQUEST_H
+
+#include <stdint.h>
+#include <vsched/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct vsched_vm;
+struct vsched_vcpu;
+
+/** Number of request kinds a VM can declare; kinds are 0..63. */
+#define VSCHED_MAX_KINDS 64
+
+/** Bit for kind `k` in a may-raise set. */
+#define VSCHED_KIND_BIT(k) (UINT64_C(1) << (k))
+
+/** Request flags (struct vsched_request_desc::flags). */
+enum vsched_request_flags {
+	/** Kick a vCPU that is in the guest, but do not wake a blocked one. */
+	VSCHED_REQ_NO_WAKEUP = 1u << 0,
+	/**
+	 * The poster returns only once every target has acknowledged: it has
+	 * left guest mode since the post (and so will service the request
+	 * before it runs guest code again), or was not in guest mode.
+	 */
+	VSCHED_REQ_WAIT = 1u << 1,
+	/**
+	 * The request carries payloads (vsched_post_payload()): each is
+	 * delivered exactly once, in post order, one handler call each.
+	 */
+	VSCHED_REQ_PAYLOAD = 1u << 2,
+};
+
+/**
+ * Intrusive payload node: embed it in your own struct and recover that with
+ * container_of in the handler. vsched never allocates payloads. Its content
+ * is private to vsched between the post and the delivery.
+ */
+struct vsched_payload {
+	struct vsched_payload *reserved_next;
+};
+
+/**
+ * A request handler. Runs on the vCPU's thread inside vsched_service().
+ * `payload` is NULL for kinds without VSCHED_REQ_PAYLOAD. A handler may post
+ * requests (to this or other vCPUs), but only of the kinds declared in its
+ * may-raise set when the target is this vCPU.
+ */
+typedef void (*vsched_request_fn)(struct vsched_vcpu *vcpu, unsigned kind,
+				  struct vsched_payload *payload, void *arg);
+
+/** One request kind. */
+struct vsched_request_desc {
+	/** Name for stats and error messages (copied, up to 31 chars). */
+	const char *name;
+	/** Service order: lower is serviced first; ties go by kind number. */
+	unsigned priority;
+	/** enum vsched_request_flags. */
+	unsigned flags;
+	/** Handler; NULL means the request is only a flag, cleared on service. */
+	vsched_request_fn handler;
+	/** Passed to the handler. */
+	void *arg;
+	/** Kinds (VSCHED_KIND_BIT) that the handler may post to its own vCPU. */
+	uint64_t may_raise;
+};
+
+/** vsched_request_finalize() flags. */
+enum vsched_finalize_flags {
+	/**
+	 * Accept a table whose handlers may raise earlier kinds (cycles are
+	 * still rejected). Each violation then costs cancelled entries at run
+	 * time; this exists to measure that cost, not for production.
+	 */
+	VSCHED_FINALIZE_ALLOW_LATE_RAISE = 1u << 0,
+};
+
+/**
+ * Declare request kind `kind` (0..63).
+ * @return 0, VSCHED_EINVAL (NULL vm/desc, unknown flags, empty name),
+ * VSCHED_ERANGE (kind >= 64), VSCHED_EEXIST (declared twice) or
+ * VSCHED_EBUSY (table already finalised).
+ * Context: the thread that set the VM up, before vsched_request_finalize().
+ */
+VSCHED_API int vsched_request_declare(struct vsched_vm *vm, unsigned kind,
+				      const struct vsched_request_desc *desc);
+
+/**
+ * Check and freeze the table.
+ * @return 0; VSCHED_ELOOP when the may-raise relation has a cycle;
+ * VSCHED_EORDER when a handler may raise a kind serviced no later than its
+ * own; VSCHED_ERANGE when a may-raise set names an undeclared kind;
+ * VSCHED_EINVAL (NULL vm, unknown flags, no kind declared);
+ * VSCHED_EBUSY (finalised already). On failure the table stays open for
+ * fixing and vsched_request_table_error() names the offending pair.
+ * Context: the setup thread. Implies a full barrier: vCPUs created after it
+ * see the frozen table.
+ */
+VSCHED_API int vsched_request_finalize(struct vsched_vm *vm, unsigned flags);
+
+/**
+ * Why the last vsched_request_finalize() failed.
+ * @param kind   receives the kind whose handler is at fault (may be NULL).
+ * @param raised receives the kind it may raise (may be NULL).
+ * @return the error that finalize returned, 0 if it succeeded or was never
+ * called, or VSCHED_EINVAL for a NULL vm. Context: any thread.
+ */
+VSCHED_API int vsched_request_table_error(const struct vsched_vm *vm,
+					  unsigned *kind, unsigned *raised);
+
+/** Name of a declared kind, or NULL. Context: any thread. */
+VSCHED_API const char *vsched_request_name(const struct vsched_vm *vm,
+					   unsigned kind);
+
+/**
+ * Post request `kind` to a vCPU: one atomic RMW sets its bit, then a full
+ * barrier and the kick decision on the vCPU's mode: IN_GUEST is kicked
+ * (once: the first poster to move it to EXITING_GUEST calls the kick
+ * callback), BLOCKED is woken (unless VSCHED_REQ_NO_WAKEUP), POLLING and
+ * OUTSIDE_GUEST need nothing. With VSCHED_REQ_WAIT it then waits for the
+ * acknowledgement. Posting a kind that is already pending coalesces with it.
+ * @return 0; VSCHED_EINVAL (NULL vcpu, or a payload kind: use
+ * vsched_post_payload()); VSCHED_ERANGE (kind not declared);
+ * VSCHED_ESHUTDOWN (vCPU destroyed: nothing was posted).
+ * Context: any thread, including handlers. Pairs with vsched_service().
+ */
+VSCHED_API int vsched_post(struct vsched_vcpu *vcpu, unsigned kind);
+
+/**
+ * Post a payload of a VSCHED_REQ_PAYLOAD kind. On success the node belongs to
+ * vsched until it is handed to the handler (or to the `payload_drop` host
+ * callback if the vCPU is destroyed first); on failure it stays the caller's.
+ * Payloads of one kind are delivered in the order their posts took effect.
+ * @return as vsched_post(); VSCHED_EINVAL also for a NULL payload or a kind
+ * without VSCHED_REQ_PAYLOAD. Context: any thread. Wait-free unless WAIT.
+ */
+VSCHED_API int vsched_post_payload(struct vsched_vcpu *vcpu, unsigned kind,
+				   struct vsched_payload *payload);
+
+/**
+ * Service pending requests in priority order, in one pass: each pending
+ * kind's bit is cleared, then its handler runs (once, or once per payload).
+ * A handler that raises a later kind sees it serviced in the same pass; a
+ * kind that becomes pending behind the pass (an earlier kind posted by
+ * another thread) waits for the next call. With nothing pending this is one
+ * load.
+ * @return the number of kinds serviced (>= 0), VSCHED_EINVAL,
+ * VSCHED_ESHUTDOWN or VSCHED_ESTATE (called while in guest mode).
+ * Context: the vCPU's own thread only, outside guest mode. Acquire: pairs with
+ * the release in vsched_post().
+ */
+VSCHED_API int vsched_service(struct vsched_vcpu *vcpu);
+
+/**
+ * Post `kind` to a set of vCPUs. When the kind has VSCHED_REQ_WAIT, all
+ * targets are posted and kicked first, then the call waits until each has
+ * acknowledged (like KVM's make_all_cpus_request with KVM_REQUEST_WAIT).
+ * @param set   bitmap of vCPU ids (bit i of set[i / 64]), or NULL for all.
+ * @param nbits number of bits in `set` (ignored when set is NULL).
+ * @return the number of vCPUs posted to (destroyed ones are skipped),
+ * VSCHED_EINVAL (NULL vm, payload kind) or VSCHED_ERANGE.
+ * Context: any thread. A vCPU thread may include itself: it is outside guest
+ * mode, so it acknowledges at once.
+ */
+VSCHED_API int vsched_broadcast(struct vsched_vm *vm, const uint64_t *set,
+				unsigned nbits, unsigned kind);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VSCHED_REQUEST_H */

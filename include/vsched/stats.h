@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file stats.h
+ * @brief Per-vCPU counters, readable from any thread while the vCPU runs.
+ */
+#ifndef VSCHED_STATS_H
+#define VSCHED_STATS_H
+
+#include <stdint.h>
+#include <vsched/request.h>
+#include <vsched/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct vsched_vcpu;
+
+/** Counters of one request kind on one vCPU. */
+struct vsched_kind_stats {
+	/** Posts accepted: serviced + coalesced + (1 if pending now). */
+	uint64_t posted;
+	/** Times the kind was found pending and serviced. */
+	uint64_t serviced;
+	/** Posts that found the kind already pending and merged with it. */
+	uint64_t coalesced;
+	/** Entries cancelled at commit because this kind was pending. */
+	uint64_t cancelled_entries;
+	/** Payloads handed to the handler. */
+	uint64_t payloads_delivered;
+};
+
+/** A snapshot of a vCPU's counters. Zero-initialise, then set `size`. */
+struct vsched_vcpu_stats {
+	/** sizeof(struct vsched_vcpu_stats). */
+	size_t size;
+	/** Committed guest entries. */
+	uint64_t entries;
+	/** Cancelled guest entries (each counted once here). */
+	uint64_t cancelled_entries;
+	/** Posts that kicked a vCPU out of the guest. */
+	uint64_t kicks_sent;
+	/** Posts that needed no kick and no wakeup. */
+	uint64_t kicks_avoided;
+	/** Posts that woke a BLOCKED vCPU. */
+	uint64_t wakeups;
+	/** Sleeps that returned with no request and before the deadline. */
+	uint64_t spurious_wakeups;
+	/** Per kind, indexed by kind number. */
+	struct vsched_kind_stats kind[VSCHED_MAX_KINDS];
+};
+
+/**
+ * Copy a vCPU's counters. Each counter is read atomically; the set is not a
+ * single atomic snapshot while posts are in flight, and is exact once the
+ * vCPU and its posters are quiescent.
+ * @return 0, VSCHED_EINVAL (NULL, size too small). Works on destroyed
+ * vCPUs until vsched_vm_destroy(). Context: any thread.
+ */
+VSCHED_API int vsched_vcpu_stats(const struct vsched_vcpu *vcpu,
+				 struct vsched_vcpu_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VSCHED_STATS_H */

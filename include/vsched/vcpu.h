@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file vcpu.h
+ * @brief vCPU objects, the mode word and commit-to-entry.
+ *
+ * The vCPU's own thread runs this loop:
+ * @code
+ *   for (;;) {
+ *       vsched_service(vcpu);                 // handle pending requests
+ *       if (vsched_vcpu_enter(vcpu) != 0)     // commit: IN_GUEST, fence, re-check
+ *           continue;                         // a request arrived: cancelled
+ *       run_guest();                          // until an exit or a kick
+ *       vsched_vcpu_exit(vcpu);               // back to OUTSIDE_GUEST
+ *       if (guest_halted)
+ *           vsched_vcpu_block(vcpu, deadline);
+ *   }
+ * @endcode
+ */
+#ifndef VSCHED_VCPU_H
+#define VSCHED_VCPU_H
+
+#include <stdint.h>
+#include <vsched/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct vsched_vm;
+struct vsched_vcpu;
+
+/** vCPU modes (the low bits of its mode word). */
+enum vsched_mode {
+	VSCHED_MODE_OUTSIDE_GUEST = 0,
+	VSCHED_MODE_IN_GUEST = 1,
+	VSCHED_MODE_EXITING_GUEST = 2,
+	VSCHED_MODE_POLLING = 3,
+	VSCHED_MODE_BLOCKED = 4,
+	VSCHED_MODE_DESTROYED = 5,
+};
+
+/** vsched_vcpu_enter() result when a pending request cancelled the entry. */
+#define VSCHED_ENTRY_CANCELLED 1
+
+/**
+ * Create vCPU `id` (0 .. max_vcpus-1) of a VM whose table is finalised.
+ * Its hot state (mode and pending words) has a cache line of its own.
+ * @return 0, VSCHED_EINVAL, VSCHED_ENOTFINAL, VSCHED_ENOSPC (id too large),
+ * VSCHED_EEXIST (id in use) or VSCHED_ENOMEM. Context: any thread.
+ */
+VSCHED_API int vsched_vcpu_create(struct vsched_vm *vm, unsigned id,
+				  void *user, struct vsched_vcpu **out);
+
+/**
+ * Destroy a vCPU: its mode becomes DESTROYED, later posts return
+ * VSCHED_ESHUTDOWN, pending payloads go to the `payload_drop` callback and
+ * its id may be reused. The memory stays valid until vsched_vm_destroy(), so
+ * a stale handle never touches freed memory.
+ * Context: any thread, once the vCPU's own thread has stopped using it.
+ * @return 0, VSCHED_EINVAL or VSCHED_ESHUTDOWN (destroyed already).
+ */
+VSCHED_API int vsched_vcpu_destroy(struct vsched_vcpu *vcpu);
+
+/**
+ * Commit to guest entry: write IN_GUEST, full barrier, re-check requests.
+ * @return 0 when committed (run the guest, then vsched_vcpu_exit());
+ * VSCHED_ENTRY_CANCELLED when a request was pending: the vCPU is back in
+ * OUTSIDE_GUEST, the cancellation was counted against each pending kind, and
+ * the caller must service and retry; VSCHED_EINVAL; VSCHED_ESHUTDOWN;
+ * VSCHED_ESTATE when not OUTSIDE_GUEST.
+ * Context: the vCPU's own thread. Pairs with the barrier in vsched_post().
+ */
+VSCHED_API int vsched_vcpu_enter(struct vsched_vcpu *vcpu);
+
+/**
+ * Leave guest mode (IN_GUEST or EXITING_GUEST -> OUTSIDE_GUEST) and release
+ * WAIT posters waiting for this vCPU's acknowledgement.
+ * @return 0, VSCHED_EINVAL, VSCHED_ESHUTDOWN or VSCHED_ESTATE (not in guest).
+ * Context: the vCPU's own thread. Full barrier.
+ */
+VSCHED_API int vsched_vcpu_exit(struct vsched_vcpu *vcpu);
+
+/**
+ * The vCPU's current mode (enum vsched_mode), or VSCHED_EINVAL. Any thread;
+ * the value may be stale by the time it is used.
+ */
+VSCHED_API int vsched_vcpu_mode(const struct vsched_vcpu *vcpu);
+
+/** The user pointer given at creation (NULL for NULL). Any thread. */
+VSCHED_API void *vsched_vcpu_user(const struct vsched_vcpu *vcpu);
+
+/** The vCPU's VM (NULL for NULL). Any thread. */
+VSCHED_API struct vsched_vm *vsched_vcpu_vm(const struct vsched_vcpu *vcpu);
+
+/** The vCPU's id (>= 0) or VSCHED_EINVAL. Any thread. */
+VSCHED_API int vsched_vcpu_id(const struct vsched_vcpu *vcpu);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VSCHED_VCPU_H */

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file version.h
+ * @brief Library version and the ABI rule.
+ *
+ * ABI rule: within one VSCHED_VERSION_MAJOR, a public function never changes
+ * its signature or meaning, enums only grow at the end, and structs passed by
+ * the caller start with a `size` field so that new members can be appended.
+ */
+#ifndef VSCHED_VERSION_H
+#define VSCHED_VERSION_H
+
+#define VSCHED_VERSION_MAJOR 0
+#define VSCHED_VERSION_MINOR 1
+#define VSCHED_VERSION_PATCH 0
+
+#if defined(__GNUC__)
+#define VSCHED_API __attribute__((visibility("default")))
+#else
+#define VSCHED_API
+#endif
+
+#endif /* VSCHED_VERSION_H */

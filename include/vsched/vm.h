@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file vm.h
+ * @brief VM objects and the host callbacks a hypervisor plugs in.
+ *
+ * Lifecycle: vsched_vm_create(), declare the request table (request.h),
+ * vsched_request_finalize(), create vCPUs (vcpu.h), run, destroy the vCPUs
+ * (optional) and vsched_vm_destroy().
+ */
+#ifndef VSCHED_VM_H
+#define VSCHED_VM_H
+
+#include <stdint.h>
+#include <vsched/alloc.h>
+#include <vsched/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct vsched_vm;
+struct vsched_vcpu;
+struct vsched_payload;
+
+/**
+ * Host callbacks. Every member may be NULL, which selects the default.
+ * The wait/wake/clock members exist so that tests and simulators can run the
+ * engine deterministically; a production hypervisor normally sets only
+ * `kick` and `payload_drop`.
+ */
+struct vsched_host_ops {
+	/**
+	 * Make a vCPU that is running guest code exit to the host (signal its
+	 * thread, send an IPI, set immediate_exit...). Called by a poster
+	 * after it won the IN_GUEST -> EXITING_GUEST transition, so at most
+	 * once per guest entry. Context: any posting thread; must not call
+	 * back into vsched for the same vCPU. Default: nothing.
+	 */
+	void (*kick)(struct vsched_vcpu *vcpu, void *ctx);
+	/**
+	 * Sleep while `*word == expected`, until woken through `wake` or the
+	 * absolute `deadline_ns` (in the `now_ns` clock; UINT64_MAX: none)
+	 * passes. Return 0 when woken or the value differed, -ETIMEDOUT at
+	 * the deadline, -EINTR when interrupted by a signal. Spurious returns
+	 * are allowed. Default: futex wait on CLOCK_MONOTONIC.
+	 */
+	int (*wait)(uint32_t *word, uint32_t expected, uint64_t deadline_ns,
+		    void *ctx);
+	/** Wake every thread in `wait` on `word`. Default: futex wake. */
+	void (*wake)(uint32_t *word, void *ctx);
+	/** Current time in ns. Default: CLOCK_MONOTONIC. */
+	uint64_t (*now_ns)(void *ctx);
+	/**
+	 * Receives each payload that was accepted by vsched_post_payload()
+	 * but never delivered because its vCPU was destroyed, so that the
+	 * hypervisor can free it. Context: the thread destroying the vCPU or
+	 * the VM. Default: payloads are forgotten.
+	 */
+	void (*payload_drop)(struct vsched_vcpu *vcpu, unsigned kind,
+			     struct vsched_payload *payload, void *ctx);
+	/** Passed to every callback above. */
+	void *ctx;
+};
+
+/** VM creation parameters. Zero-initialise, then set `size`. */
+struct vsched_vm_config {
+	/** sizeof(struct vsched_vm_config): lets the struct grow. */
+	size_t size;
+	/** Largest vCPU id + 1 (1..4096). 0 selects 256. */
+	unsigned max_vcpus;
+	/** Host callbacks, copied at creation; NULL selects all defaults. */
+	const struct vsched_host_ops *ops;
+	/** Allocator, copied at creation; NULL selects the default. */
+	const struct vsched_allocator *alloc;
+	/**
+	 * Poll window of vsched_vcpu_block() in ns before it sleeps; 0 means
+	 * sleep at once. (The block/poll engine's policies replace this.)
+	 */
+	uint64_t poll_ns;
+	/** Returned by vsched_vm_user(). */
+	void *user;
+};
+
+/**
+ * Create a VM.
+ * @param cfg  parameters, or NULL for all defaults.
+ * @param out  receives the VM.
+ * @return 0, VSCHED_EINVAL (NULL out, bad size or max_vcpus) or VSCHED_ENOMEM.
+ * Context: any thread.
+ */
+VSCHED_API int vsched_vm_create(const struct vsched_vm_config *cfg,
+				struct vsched_vm **out);
+
+/**
+ * Destroy a VM, its request table and every vCPU, live or destroyed.
+ * Undelivered payloads go to the `payload_drop` callback.
+ * Context: any thread, once no other thread is inside any vsched call on this
+ * VM or its vCPUs. @return 0 or VSCHED_EINVAL.
+ */
+VSCHED_API int vsched_vm_destroy(struct vsched_vm *vm);
+
+/** The user pointer given at creation (NULL for a NULL vm). Any thread. */
+VSCHED_API void *vsched_vm_user(const struct vsched_vm *vm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VSCHED_VM_H */

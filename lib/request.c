@@ -1,0 +1,429 @@
+/* SPDX-License-Identifier: MIT */
+#include <string.h>
+
+#include "internal.h"
+
+/* Spins on a WAIT acknowledgement before sleeping on the mode word. */
+#define VSCHED__ACK_SPINS 2000
+
+#define KNOWN_REQ_FLAGS \
+	(VSCHED_REQ_NO_WAKEUP | VSCHED_REQ_WAIT | VSCHED_REQ_PAYLOAD)
+
+int vsched_request_declare(struct vsched_vm *vm, unsigned kind,
+			   const struct vsched_request_desc *d)
+{
+	struct vsched__table *t;
+	struct vsched__kind *k;
+	int rc = 0;
+
+	if (!vm || !d || !d->name || !d->name[0] || (d->flags & ~KNOWN_REQ_FLAGS))
+		return VSCHED_EINVAL;
+	if ((d->flags & VSCHED_REQ_PAYLOAD) && !d->handler)
+		return VSCHED_EINVAL;
+	if (kind >= VSCHED_MAX_KINDS)
+		return VSCHED_ERANGE;
+	t = &vm->table;
+	pthread_mutex_lock(&vm->lock);
+	if (t->finalized) {
+		rc = VSCHED_EBUSY;
+	} else if (t->declared & VSCHED_KIND_BIT(kind)) {
+		rc = VSCHED_EEXIST;
+	} else {
+		k = &t->by_kind[kind];
+		memset(k, 0, sizeof(*k));
+		strncpy(k->name, d->name, sizeof(k->name) - 1);
+		k->kind = kind;
+		k->priority = d->priority;
+		k->flags = d->flags;
+		k->handler = d->handler;
+		k->arg = d->arg;
+		k->may_raise = d->may_raise;
+		k->payload_slot = -1;
+		t->declared |= VSCHED_KIND_BIT(kind);
+		t->nkinds++;
+	}
+	pthread_mutex_unlock(&vm->lock);
+	return rc;
+}
+
+static int table_fail(struct vsched__table *t, int err, unsigned k, unsigned r)
+{
+	t->err = err;
+	t->err_kind = k;
+	t->err_raised = r;
+	return err;
+}
+
+/* Depth-first search for a cycle in the may-raise graph. colour: 0 white,
+ * 1 on the current path, 2 done. Returns 1 and the closing edge on a cycle. */
+static int find_cycle(const struct vsched__table *t, unsigned u, uint8_t *colour,
+		      unsigned *from, unsigned *to)
+{
+	uint64_t next = t->by_kind[u].may_raise;
+
+	colour[u] = 1;
+	while (next) {
+		unsigned v = (unsigned)__builtin_ctzll(next);
+		next &= next - 1;
+		if (colour[v] == 1) {
+			*from = u;
+			*to = v;
+			return 1;
+		}
+		if (colour[v] == 0 && find_cycle(t, v, colour, from, to))
+			return 1;
+	}
+	colour[u] = 2;
+	return 0;
+}
+
+/* Service order: priority, then kind number. */
+static int kind_before(const struct vsched__kind *a, const struct vsched__kind *b)
+{
+	return a->priority != b->priority ? a->priority < b->priority
+					  : a->kind < b->kind;
+}
+
+static int finalize_locked(struct vsched__table *t, unsigned flags)
+{
+	uint8_t colour[VSCHED_MAX_KINDS] = { 0 };
+	unsigned order[VSCHED_MAX_KINDS], n = 0, from, to;
+	uint64_t d;
+
+	if (t->finalized)
+		return VSCHED_EBUSY;
+	if ((flags & ~(unsigned)VSCHED_FINALIZE_ALLOW_LATE_RAISE) || !t->nkinds)
+		return table_fail(t, VSCHED_EINVAL, 0, 0);
+
+	for (d = t->declared; d; d &= d - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(d);
+		uint64_t undeclared = t->by_kind[k].may_raise & ~t->declared;
+		if (undeclared)
+			return table_fail(t, VSCHED_ERANGE, k,
+					  (unsigned)__builtin_ctzll(undeclared));
+	}
+	for (d = t->declared; d; d &= d - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(d);
+		if (!colour[k] && find_cycle(t, k, colour, &from, &to))
+			return table_fail(t, VSCHED_ELOOP, from, to);
+	}
+
+	/* Insertion sort into service order (at most 64 kinds). */
+	for (d = t->declared; d; d &= d - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(d), i = n++;
+		while (i > 0 && kind_before(&t->by_kind[k], &t->by_kind[order[i - 1]])) {
+			order[i] = order[i - 1];
+			i--;
+		}
+		order[i] = k;
+	}
+	for (unsigned r = 0; r < n; r++)
+		t->rank_of[order[r]] = (int8_t)r;
+
+	if (!(flags & VSCHED_FINALIZE_ALLOW_LATE_RAISE)) {
+		for (unsigned r = 0; r < n; r++) {
+			uint64_t m = t->by_kind[order[r]].may_raise;
+			for (; m; m &= m - 1) {
+				unsigned raised = (unsigned)__builtin_ctzll(m);
+				if ((unsigned)t->rank_of[raised] <= r) {
+					memset(t->rank_of, -1, sizeof(t->rank_of));
+					return table_fail(t, VSCHED_EORDER,
+							  order[r], raised);
+				}
+			}
+		}
+	}
+
+	t->npayload = 0;
+	for (unsigned r = 0; r < n; r++) {
+		t->by_rank[r] = t->by_kind[order[r]];
+		if (t->by_rank[r].flags & VSCHED_REQ_PAYLOAD)
+			t->by_rank[r].payload_slot = (int)t->npayload++;
+	}
+	t->err = 0;
+	t->finalized = true;
+	return 0;
+}
+
+int vsched_request_finalize(struct vsched_vm *vm, unsigned flags)
+{
+	int rc;
+
+	if (!vm)
+		return VSCHED_EINVAL;
+	pthread_mutex_lock(&vm->lock);
+	rc = finalize_locked(&vm->table, flags);
+	pthread_mutex_unlock(&vm->lock);
+	return rc;
+}
+
+int vsched_request_table_error(const struct vsched_vm *vm, unsigned *kind,
+			       unsigned *raised)
+{
+	if (!vm)
+		return VSCHED_EINVAL;
+	if (kind)
+		*kind = vm->table.err_kind;
+	if (raised)
+		*raised = vm->table.err_raised;
+	return vm->table.err;
+}
+
+const char *vsched_request_name(const struct vsched_vm *vm, unsigned kind)
+{
+	if (!vm || kind >= VSCHED_MAX_KINDS ||
+	    !(vm->table.declared & VSCHED_KIND_BIT(kind)))
+		return NULL;
+	return vm->table.by_kind[kind].name;
+}
+
+/* The kick decision on the mode word `m` read after the barrier. */
+static void kick_decide(struct vsched_vcpu *v, uint32_t m, unsigned flags)
+{
+	const struct vsched_host_ops *ops = &v->vm->ops;
+
+	for (;;) {
+		switch (vsched__mode_of(m)) {
+		case VSCHED_MODE_IN_GUEST:
+			/* Only the poster that moves it to EXITING kicks. A
+			 * failed CAS reloads m: retry if only ACK_WAITERS
+			 * changed, stop if the vCPU left or was kicked. */
+			if (atomic_compare_exchange_weak_explicit(
+				    &v->mode, &m,
+				    (m & ~VSCHED__MODE_MASK) |
+					    VSCHED_MODE_EXITING_GUEST,
+				    memory_order_seq_cst, memory_order_relaxed)) {
+				vsched__count_shared(&v->ps.kicks_sent);
+				if (ops->kick)
+					ops->kick(v, ops->ctx);
+				return;
+			}
+			continue;
+		case VSCHED_MODE_BLOCKED:
+			if (flags & VSCHED_REQ_NO_WAKEUP)
+				break;
+			if (atomic_compare_exchange_weak_explicit(
+				    &v->mode, &m,
+				    (m & ~VSCHED__MODE_MASK) |
+					    VSCHED_MODE_OUTSIDE_GUEST,
+				    memory_order_seq_cst, memory_order_relaxed)) {
+				vsched__count_shared(&v->ps.wakeups);
+				ops->wake((uint32_t *)&v->mode, ops->ctx);
+				return;
+			}
+			continue;
+		default:
+			break;
+		}
+		vsched__count_shared(&v->ps.kicks_avoided);
+		return;
+	}
+}
+
+/* Wait until a vCPU seen in guest mode at `seen` has left that entry. */
+static void wait_ack(struct vsched_vcpu *v, uint32_t seen)
+{
+	const struct vsched_host_ops *ops = &v->vm->ops;
+	uint32_t gen = seen & VSCHED__GEN_MASK, m;
+
+	if (!vsched__in_guest(seen))
+		return;
+	for (unsigned i = 0;; i++) {
+		m = atomic_load_explicit(&v->mode, memory_order_acquire);
+		if (!vsched__in_guest(m) || (m & VSCHED__GEN_MASK) != gen)
+			return;
+		if (i < VSCHED__ACK_SPINS) {
+			vsched__relax();
+			continue;
+		}
+		if (!(m & VSCHED__ACK_WAITERS) &&
+		    !atomic_compare_exchange_weak(&v->mode, &m,
+						  m | VSCHED__ACK_WAITERS))
+			continue;
+		ops->wait((uint32_t *)&v->mode, m | VSCHED__ACK_WAITERS,
+			  VSCHED_DEADLINE_NONE, ops->ctx);
+	}
+}
+
+/* Set the bit of rank r, barrier, read the mode, decide. *seen gets the mode
+ * word the decision was made on. */
+static int post_rank(struct vsched_vcpu *v, unsigned r, unsigned flags,
+		     struct vsched_payload *payload, uint32_t *seen)
+{
+	const uint64_t bit = UINT64_C(1) << r;
+	uint64_t old;
+	uint32_t m;
+
+	if (VSCHED__UNLIKELY(vsched__mode_of(atomic_load_explicit(
+				     &v->mode, memory_order_relaxed)) ==
+			     VSCHED_MODE_DESTROYED))
+		return VSCHED_ESHUTDOWN;
+	if (payload) {
+		struct vsched__payload_queue *q =
+			&v->queues[v->vm->table.by_rank[r].payload_slot];
+		struct cds_wfcq_node *n = (struct cds_wfcq_node *)payload;
+		cds_wfcq_node_init(n);
+		cds_wfcq_enqueue(&q->head, &q->tail, n);
+	}
+	/* Dekker, poster side: set the bit, full barrier, read the mode.
+	 * Pairs with vsched_vcpu_enter() and vsched_vcpu_block(). Release:
+	 * the handler sees what the poster wrote before this. */
+	old = atomic_fetch_or_explicit(&v->pending, bit, memory_order_seq_cst);
+	vsched__mb_after_rmw();
+	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
+	if (old & bit)
+		vsched__count_shared(&v->ps.coalesced[r]);
+	kick_decide(v, m, flags);
+	*seen = m;
+	return 0;
+}
+
+static int lookup(const struct vsched_vm *vm, unsigned kind, unsigned *rank)
+{
+	int r;
+
+	if (VSCHED__UNLIKELY(kind >= VSCHED_MAX_KINDS))
+		return VSCHED_ERANGE;
+	r = vm->table.rank_of[kind];
+	if (VSCHED__UNLIKELY(r < 0))
+		return VSCHED_ERANGE;
+	*rank = (unsigned)r;
+	return 0;
+}
+
+static int post_common(struct vsched_vcpu *v, unsigned kind,
+		       struct vsched_payload *payload)
+{
+	unsigned r, flags;
+	uint32_t seen;
+	int rc;
+
+	if (VSCHED__UNLIKELY(!v))
+		return VSCHED_EINVAL;
+	rc = lookup(v->vm, kind, &r);
+	if (rc)
+		return rc;
+	flags = v->vm->table.by_rank[r].flags;
+	if (!(flags & VSCHED_REQ_PAYLOAD) != !payload)
+		return VSCHED_EINVAL;
+	rc = post_rank(v, r, flags, payload, &seen);
+	if (rc == 0 && (flags & VSCHED_REQ_WAIT))
+		wait_ack(v, seen);
+	return rc;
+}
+
+int vsched_post(struct vsched_vcpu *v, unsigned kind)
+{
+	return post_common(v, kind, NULL);
+}
+
+int vsched_post_payload(struct vsched_vcpu *v, unsigned kind,
+			struct vsched_payload *payload)
+{
+	if (!payload)
+		return VSCHED_EINVAL;
+	return post_common(v, kind, payload);
+}
+
+static void deliver_payloads(struct vsched_vcpu *v, unsigned r,
+			     const struct vsched__kind *k)
+{
+	struct vsched__payload_queue *q = &v->queues[k->payload_slot];
+
+	for (;;) {
+		/* Single consumer (this thread). WOULDBLOCK means a poster is
+		 * between its enqueue and its bit: it sets the bit after, so
+		 * the next service delivers the rest in order. */
+		struct cds_wfcq_node *n =
+			__cds_wfcq_dequeue_nonblocking(&q->head, &q->tail);
+		if (!n || n == CDS_WFCQ_WOULDBLOCK)
+			return;
+		vsched__count(&v->vs.payloads[r]);
+		k->handler(v, k->kind, (struct vsched_payload *)n, k->arg);
+	}
+}
+
+int vsched_service(struct vsched_vcpu *v)
+{
+	const struct vsched__table *t;
+	uint64_t w;
+	int n = 0;
+
+	if (VSCHED__UNLIKELY(!v))
+		return VSCHED_EINVAL;
+	w = atomic_load_explicit(&v->pending, memory_order_relaxed);
+	if (VSCHED__LIKELY(!w))
+		return 0;
+	{
+		uint32_t m = atomic_load_explicit(&v->mode, memory_order_relaxed);
+		if (vsched__mode_of(m) == VSCHED_MODE_DESTROYED)
+			return VSCHED_ESHUTDOWN;
+		if (vsched__in_guest(m))
+			return VSCHED_ESTATE;
+	}
+	t = &v->vm->table;
+	/* One pass in rank order: after servicing rank r, look only at ranks
+	 * above r. A handler that raises a later kind is serviced in this
+	 * pass; anything that appears below r waits for the next call (and
+	 * cancels the entry if it is still pending at the commit). */
+	while (w) {
+		unsigned r = (unsigned)__builtin_ctzll(w);
+		const struct vsched__kind *k = &t->by_rank[r];
+
+		/* Acquire: pairs with the poster's release of the bit. */
+		atomic_fetch_and_explicit(&v->pending, ~(UINT64_C(1) << r),
+					  memory_order_acquire);
+		vsched__count(&v->vs.serviced[r]);
+		n++;
+		if (k->payload_slot >= 0)
+			deliver_payloads(v, r, k);
+		else if (k->handler)
+			k->handler(v, k->kind, NULL, k->arg);
+		if (r == VSCHED_MAX_KINDS - 1)
+			break;
+		w = atomic_load_explicit(&v->pending, memory_order_relaxed) &
+		    (~UINT64_C(0) << (r + 1));
+	}
+	return n;
+}
+
+int vsched_broadcast(struct vsched_vm *vm, const uint64_t *set, unsigned nbits,
+		     unsigned kind)
+{
+	unsigned r, flags;
+	int rc, posted = 0;
+
+	if (!vm)
+		return VSCHED_EINVAL;
+	rc = lookup(vm, kind, &r);
+	if (rc)
+		return rc;
+	flags = vm->table.by_rank[r].flags;
+	if (flags & VSCHED_REQ_PAYLOAD)
+		return VSCHED_EINVAL;
+
+	/* In chunks of 64: post and kick all, then wait for each ack, so the
+	 * kicked vCPUs exit in parallel. */
+	for (unsigned base = 0; base < vm->max_vcpus; base += 64) {
+		struct vsched_vcpu *targets[64];
+		uint32_t seen[64];
+		unsigned cnt = 0;
+
+		for (unsigned i = base; i < base + 64 && i < vm->max_vcpus; i++) {
+			struct vsched_vcpu *v;
+
+			if (set && (i >= nbits || !((set[i / 64] >> (i % 64)) & 1)))
+				continue;
+			v = atomic_load_explicit(&vm->vcpus[i],
+						 memory_order_acquire);
+			if (!v || post_rank(v, r, flags, NULL, &seen[cnt]) != 0)
+				continue;
+			posted++;
+			targets[cnt++] = v;
+		}
+		if (flags & VSCHED_REQ_WAIT)
+			for (unsigned j = 0; j < cnt; j++)
+				wait_ack(targets[j], seen[j]);
+	}
+	return posted;
+}

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+#include "internal.h"
+
+int vsched_vcpu_create(struct vsched_vm *vm, unsigned id, void *user,
+		       struct vsched_vcpu **out)
+{
+	struct vsched_vcpu *v, *expected = NULL;
+	size_t size;
+	int rc = 0;
+
+	if (!vm || !out)
+		return VSCHED_EINVAL;
+	*out = NULL;
+	if (id >= vm->max_vcpus)
+		return VSCHED_ENOSPC;
+	pthread_mutex_lock(&vm->lock);
+	if (!vm->table.finalized) {
+		rc = VSCHED_ENOTFINAL;
+		goto out;
+	}
+	if (atomic_load_explicit(&vm->vcpus[id], memory_order_relaxed)) {
+		rc = VSCHED_EEXIST;
+		goto out;
+	}
+	size = sizeof(*v) + vm->table.npayload * sizeof(v->queues[0]);
+	v = vsched__alloc(&vm->alloc, size);
+	if (!v) {
+		rc = VSCHED_ENOMEM;
+		goto out;
+	}
+	v->vm = vm;
+	v->user = user;
+	v->id = id;
+	v->alloc_size = size;
+	for (unsigned i = 0; i < vm->table.npayload; i++)
+		__cds_wfcq_init(&v->queues[i].head, &v->queues[i].tail);
+	atomic_init(&v->mode, VSCHED_MODE_OUTSIDE_GUEST);
+	atomic_compare_exchange_strong_explicit(&vm->vcpus[id], &expected, v,
+						memory_order_release,
+						memory_order_relaxed);
+	*out = v;
+out:
+	pthread_mutex_unlock(&vm->lock);
+	return rc;
+}
+
+void vsched__drain_payloads(struct vsched_vcpu *v)
+{
+	const struct vsched__table *t = &v->vm->table;
+	const struct vsched_host_ops *ops = &v->vm->ops;
+
+	for (unsigned r = 0; r < t->nkinds; r++) {
+		const struct vsched__kind *k = &t->by_rank[r];
+		struct vsched__payload_queue *q;
+		struct cds_wfcq_node *n;
+
+		if (k->payload_slot < 0)
+			continue;
+		q = &v->queues[k->payload_slot];
+		for (;;) {
+			n = __cds_wfcq_dequeue_nonblocking(&q->head, &q->tail);
+			if (!n || n == CDS_WFCQ_WOULDBLOCK)
+				break;
+			if (ops->payload_drop)
+				ops->payload_drop(v, k->kind,
+						  (struct vsched_payload *)n,
+						  ops->ctx);
+		}
+	}
+}
+
+int vsched_vcpu_destroy(struct vsched_vcpu *v)
+{
+	struct vsched_vm *vm;
+	struct vsched_vcpu *self;
+	uint32_t old;
+
+	if (!v)
+		return VSCHED_EINVAL;
+	vm = v->vm;
+	pthread_mutex_lock(&vm->lock);
+	if (vsched__mode_of(atomic_load(&v->mode)) == VSCHED_MODE_DESTROYED) {
+		pthread_mutex_unlock(&vm->lock);
+		return VSCHED_ESHUTDOWN;
+	}
+	/* From here posts fail with ESHUTDOWN; a post that passed its check
+	 * just before may still queue a payload: vsched_vm_destroy() drains
+	 * those. */
+	old = vsched__mode_leave(v, VSCHED_MODE_DESTROYED);
+	(void)old;
+	self = v;
+	atomic_compare_exchange_strong(&vm->vcpus[v->id], &self, NULL);
+	v->next_dead = vm->graveyard;
+	vm->graveyard = v;
+	pthread_mutex_unlock(&vm->lock);
+	vsched__drain_payloads(v);
+	return 0;
+}
+
+static int check_own(const struct vsched_vcpu *v, uint32_t *m)
+{
+	if (!v)
+		return VSCHED_EINVAL;
+	*m = atomic_load_explicit(&v->mode, memory_order_relaxed);
+	if (vsched__mode_of(*m) == VSCHED_MODE_DESTROYED)
+		return VSCHED_ESHUTDOWN;
+	return 0;
+}
+
+int vsched_vcpu_enter(struct vsched_vcpu *v)
+{
+	uint32_t m;
+	uint64_t p;
+	int rc = check_own(v, &m);
+
+	if (rc)
+		return rc;
+	if (vsched__mode_of(m) != VSCHED_MODE_OUTSIDE_GUEST)
+		return VSCHED_ESTATE;
+	/* Dekker, vCPU side: write the mode, full barrier, read requests.
+	 * Pairs with the barrier between setting the bit and reading the mode
+	 * in vsched_post(). The exchange is a full barrier on x86; the
+	 * barrier after it is the one that counts elsewhere. */
+	atomic_exchange_explicit(&v->mode,
+				 ((m & VSCHED__GEN_MASK) + VSCHED__GEN_ONE) |
+					 VSCHED_MODE_IN_GUEST,
+				 memory_order_seq_cst);
+	vsched__mb_after_rmw();
+	p = atomic_load_explicit(&v->pending, memory_order_relaxed);
+	if (VSCHED__LIKELY(!p)) {
+		vsched__count(&v->vs.entries);
+		return 0;
+	}
+	/* Back out before running guest code; count each pending kind. */
+	vsched__mode_leave(v, VSCHED_MODE_OUTSIDE_GUEST);
+	vsched__count(&v->vs.cancelled_entries);
+	while (p) {
+		unsigned r = (unsigned)__builtin_ctzll(p);
+		p &= p - 1;
+		vsched__count(&v->vs.cancelled[r]);
+	}
+	return VSCHED_ENTRY_CANCELLED;
+}
+
+int vsched_vcpu_exit(struct vsched_vcpu *v)
+{
+	uint32_t m;
+	int rc = check_own(v, &m);
+
+	if (rc)
+		return rc;
+	if (!vsched__in_guest(m))
+		return VSCHED_ESTATE;
+	vsched__mode_leave(v, VSCHED_MODE_OUTSIDE_GUEST);
+	return 0;
+}
+
+int vsched_vcpu_mode(const struct vsched_vcpu *v)
+{
+	if (!v)
+		return VSCHED_EINVAL;
+	return (int)vsched__mode_of(
+		atomic_load_explicit(&v->mode, memory_order_relaxed));
+}
+
+void *vsched_vcpu_user(const struct vsched_vcpu *v)
+{
+	return v ? v->user : NULL;
+}
+
+struct vsched_vm *vsched_vcpu_vm(const struct vsched_vcpu *v)
+{
+	return v ? v->vm : NULL;
+}
+
+int vsched_vcpu_id(const struct vsched_vcpu *v)
+{
+	return v ? (int)v->id : VSCHED_EINVAL;
+}

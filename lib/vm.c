@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+#include <string.h>
+
+#include "internal.h"
+
+#define VSCHED__DEFAULT_MAX_VCPUS 256
+#define VSCHED__LIMIT_MAX_VCPUS 4096
+
+static void free_vcpu(struct vsched_vm *vm, struct vsched_vcpu *v)
+{
+	vsched__drain_payloads(v);
+	vsched__free(&vm->alloc, v, v->alloc_size);
+}
+
+int vsched_vm_create(const struct vsched_vm_config *cfg, struct vsched_vm **out)
+{
+	struct vsched_vm_config c = { .size = sizeof(c) };
+	const struct vsched_allocator *alloc = vsched_default_allocator();
+	struct vsched_vm *vm;
+
+	if (!out)
+		return VSCHED_EINVAL;
+	*out = NULL;
+	if (cfg) {
+		/* Accept older (shorter) configs; the prefix we know is
+		 * copied, the rest stays zero. */
+		if (cfg->size < offsetof(struct vsched_vm_config, user) +
+					sizeof(void *) ||
+		    cfg->size > sizeof(c))
+			return VSCHED_EINVAL;
+		memcpy(&c, cfg, cfg->size);
+	}
+	if (c.max_vcpus == 0)
+		c.max_vcpus = VSCHED__DEFAULT_MAX_VCPUS;
+	if (c.max_vcpus > VSCHED__LIMIT_MAX_VCPUS)
+		return VSCHED_EINVAL;
+	if (c.alloc) {
+		if (!c.alloc->alloc || !c.alloc->free)
+			return VSCHED_EINVAL;
+		alloc = c.alloc;
+	}
+
+	vm = vsched__alloc(alloc, sizeof(*vm));
+	if (!vm)
+		return VSCHED_ENOMEM;
+	vm->alloc = *alloc;
+	vm->vcpus = vsched__alloc(alloc, c.max_vcpus * sizeof(*vm->vcpus));
+	if (!vm->vcpus) {
+		vsched__free(alloc, vm, sizeof(*vm));
+		return VSCHED_ENOMEM;
+	}
+	if (c.ops)
+		vm->ops = *c.ops;
+	if (!vm->ops.wait)
+		vm->ops.wait = vsched__futex_wait;
+	if (!vm->ops.wake)
+		vm->ops.wake = vsched__futex_wake;
+	if (!vm->ops.now_ns)
+		vm->ops.now_ns = vsched__clock_now;
+	vm->poll_ns = c.poll_ns;
+	vm->user = c.user;
+	vm->max_vcpus = c.max_vcpus;
+	memset(vm->table.rank_of, -1, sizeof(vm->table.rank_of));
+	pthread_mutex_init(&vm->lock, NULL);
+	*out = vm;
+	return 0;
+}
+
+int vsched_vm_destroy(struct vsched_vm *vm)
+{
+	struct vsched_allocator alloc;
+
+	if (!vm)
+		return VSCHED_EINVAL;
+	for (unsigned i = 0; i < vm->max_vcpus; i++) {
+		struct vsched_vcpu *v = atomic_load(&vm->vcpus[i]);
+		if (v)
+			free_vcpu(vm, v);
+	}
+	while (vm->graveyard) {
+		struct vsched_vcpu *v = vm->graveyard;
+		vm->graveyard = v->next_dead;
+		free_vcpu(vm, v);
+	}
+	pthread_mutex_destroy(&vm->lock);
+	alloc = vm->alloc;
+	vsched__free(&alloc, (void *)vm->vcpus,
+		     vm->max_vcpus * sizeof(*vm->vcpus));
+	vsched__free(&alloc, vm, sizeof(*vm));
+	return 0;
+}
+
+void *vsched_vm_user(const struct vsched_vm *vm)
+{
+	return vm ? vm->user : NULL;
+}
