@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/* Helpers shared by the unit tests: a scripted host (injectable kick, wake,
+ * wait and clock) that records what the library asked it to do. */
+#ifndef VSCHED_TEST_COMMON_H
+#define VSCHED_TEST_COMMON_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <vsched/vsched.h>
+
+struct fake_host {
+	unsigned kicks, wakes, waits;
+	uint64_t now;
+	/* Called from inside wait(): lets a test act "while the vCPU sleeps". */
+	int (*on_wait)(struct fake_host *h, uint32_t *word, uint32_t expected,
+		       uint64_t deadline);
+	/* Called from inside now_ns(): lets a test act "while the vCPU polls". */
+	void (*on_clock)(struct fake_host *h);
+	struct vsched_vcpu *vcpu;
+	void *test;
+};
+
+static void fake_kick(struct vsched_vcpu *v, void *ctx)
+{
+	(void)v;
+	((struct fake_host *)ctx)->kicks++;
+}
+
+static void fake_wake(uint32_t *word, void *ctx)
+{
+	(void)word;
+	((struct fake_host *)ctx)->wakes++;
+}
+
+static int fake_wait(uint32_t *word, uint32_t expected, uint64_t deadline,
+		     void *ctx)
+{
+	struct fake_host *h = ctx;
+	h->waits++;
+	if (h->on_wait)
+		return h->on_wait(h, word, expected, deadline);
+	/* Default: time jumps to the deadline. */
+	h->now = deadline;
+	return -110; /* -ETIMEDOUT */
+}
+
+static uint64_t fake_now(void *ctx)
+{
+	struct fake_host *h = ctx;
+	if (h->on_clock)
+		h->on_clock(h);
+	return h->now;
+}
+
+static inline struct vsched_host_ops fake_ops(struct fake_host *h)
+{
+	struct vsched_host_ops ops = {
+		.kick = fake_kick,
+		.wake = fake_wake,
+		.wait = fake_wait,
+		.now_ns = fake_now,
+		.ctx = h,
+	};
+	return ops;
+}
+
+static inline struct vsched_vm *make_vm(const struct vsched_host_ops *ops,
+					uint64_t poll_ns)
+{
+	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
+	struct vsched_vm *vm = NULL;
+	cfg.ops = ops;
+	cfg.poll_ns = poll_ns;
+	assert_int_equal(vsched_vm_create(&cfg, &vm), 0);
+	return vm;
+}
+
+static inline void declare(struct vsched_vm *vm, unsigned kind,
+			   const char *name, unsigned prio, unsigned flags,
+			   vsched_request_fn fn, void *arg, uint64_t may_raise)
+{
+	struct vsched_request_desc d = {
+		.name = name,
+		.priority = prio,
+		.flags = flags,
+		.handler = fn,
+		.arg = arg,
+		.may_raise = may_raise,
+	};
+	assert_int_equal(vsched_request_declare(vm, kind, &d), 0);
+}
+
+static inline struct vsched_vcpu *make_vcpu(struct vsched_vm *vm, unsigned id)
+{
+	struct vsched_vcpu *v = NULL;
+	assert_int_equal(vsched_vcpu_create(vm, id, NULL, &v), 0);
+	return v;
+}
+
+static inline struct vsched_vcpu_stats stats_of(struct vsched_vcpu *v)
+{
+	struct vsched_vcpu_stats s = { .size = sizeof(s) };
+	assert_int_equal(vsched_vcpu_stats(v, &s), 0);
+	return s;
+}
+
+#endif
