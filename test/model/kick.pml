@@ -1,0 +1,183 @@
+/*
+ * SPDX-License-Identifier: MIT
+ *
+ * Spin model of vsched's Dekker pair: post/kick against commit/poll/block.
+ *
+ * Stores go through per-thread FIFO store buffers (a flusher process per
+ * buffer drains them in order at any time), so a load can overtake an
+ * earlier store of the same thread unless a fence drains the buffer first:
+ * the store->load reordering that x86, arm64 and power all allow. Atomic
+ * RMWs (the poster's CAS on the mode word) act on memory directly.
+ *
+ * Mapping to lib/ (see doc/protocol.md):
+ *   poster  = post_rank() in lib/request.c: set bit, vsched__mb_after_rmw(),
+ *             read mode, kick_decide()
+ *   vcpu    = vsched_vcpu_enter() in lib/vcpu.c and vsched_vcpu_block() in
+ *             lib/block.c: write mode, fence, re-check; POLLING needs no
+ *             fence because posters do nothing for it.
+ *   sleeping/futex = ops->wait/wake on the mode word.
+ *
+ * Property: whenever the whole system is stuck (Spin's `timeout`) with the
+ * vCPU in the guest or asleep, no posted request is unserviced. A lost kick
+ * or a lost wakeup violates it.
+ *
+ * Broken variants (each must fail): -DNO_POSTER_FENCE, -DNO_VCPU_FENCE,
+ * -DRECHECK_BEFORE_MODE.
+ */
+
+#define NP 2        /* posters */
+#define NPOSTS 2    /* posts per poster */
+#define NCYCLES 3   /* vCPU loop iterations */
+
+#define OUTSIDE 0
+#define IN_GUEST 1
+#define EXITING 2
+#define POLLING 3
+#define BLOCKED 4
+
+byte mode = OUTSIDE;
+byte post_seq[NP];   /* memory: request i posted this many times */
+byte seen[NP];       /* vCPU-local: serviced up to */
+bit kicked;          /* the host kick (signal / immediate_exit) */
+bit sleeping;        /* futex waiter queued */
+
+chan vbuf = [4] of { byte };            /* vCPU's stores to mode */
+chan pbuf[NP] = [NPOSTS] of { byte };   /* poster i's stores to post_seq[i] */
+
+#define pending (post_seq[0] != seen[0] || post_seq[1] != seen[1])
+#define vfence (empty(vbuf))
+
+proctype vflush()
+{
+	byte v;
+end:	do
+	:: atomic { vbuf?v -> mode = v }
+	od
+}
+
+proctype pflush(byte i)
+{
+	byte v;
+end:	do
+	:: atomic { pbuf[i]?v -> post_seq[i] = v }
+	od
+}
+
+proctype poster(byte i)
+{
+	byte n = 0, m;
+	do
+	:: n < NPOSTS ->
+		n++;
+		pbuf[i]!n;               /* set the request bit (buffered) */
+#ifndef NO_POSTER_FENCE
+		(empty(pbuf[i]));        /* full barrier */
+#endif
+		m = mode;                /* read the mode */
+		if
+		:: m == IN_GUEST ->
+			atomic {
+				if
+				:: mode == IN_GUEST -> mode = EXITING; kicked = 1
+				:: else -> skip
+				fi
+			}
+		:: m == BLOCKED ->
+			atomic {
+				if
+				:: mode == BLOCKED -> mode = OUTSIDE; m = 255
+				:: else -> skip
+				fi
+			}
+			if
+			:: m == 255 -> sleeping = 0   /* futex wake */
+			:: else -> skip
+			fi
+		:: else -> skip          /* OUTSIDE, EXITING, POLLING */
+		fi
+	:: n == NPOSTS -> break
+	od
+}
+
+proctype vcpu()
+{
+	byte c = 0;
+	bit found;
+	do
+	:: c < NCYCLES ->
+		c++;
+		/* service: take everything visible */
+		seen[0] = post_seq[0];
+		seen[1] = post_seq[1];
+		if
+		:: /* commit to entry */
+#ifdef RECHECK_BEFORE_MODE
+			found = pending;
+			vbuf!IN_GUEST;
+#else
+			vbuf!IN_GUEST;
+#ifndef NO_VCPU_FENCE
+			(vfence);
+#endif
+			found = pending;
+#endif
+			if
+			:: found -> vbuf!OUTSIDE  /* cancelled entry */
+			:: else ->
+				/* in the guest until kicked */
+				if
+				:: kicked -> kicked = 0
+				:: timeout -> assert(!pending); goto done
+				fi;
+				vbuf!OUTSIDE
+			fi
+		:: /* halt: poll, then block */
+			vbuf!POLLING;
+			if
+			:: pending -> vbuf!OUTSIDE
+			:: else ->
+#ifdef RECHECK_BEFORE_MODE
+				found = pending;
+				vbuf!BLOCKED;
+				(vfence);
+#else
+				vbuf!BLOCKED;
+#ifndef NO_VCPU_FENCE
+				(vfence);
+#endif
+				found = pending;
+#endif
+				if
+				:: found -> vbuf!OUTSIDE
+				:: else ->
+					(vfence);  /* futex_wait reads memory */
+					atomic {
+						if
+						:: mode == BLOCKED -> sleeping = 1
+						:: else -> skip
+						fi
+					}
+					if
+					:: sleeping == 0 -> skip
+					:: timeout -> assert(!pending); goto done
+					fi;
+					vbuf!OUTSIDE
+				fi
+			fi
+		fi
+	:: c == NCYCLES -> break
+	od;
+done:	skip
+}
+
+init
+{
+	atomic {
+		run vflush();
+		run pflush(0);
+		run pflush(1);
+		run poster(0);
+		run poster(1);
+		run vcpu()
+	}
+}

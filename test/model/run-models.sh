@@ -1,0 +1,40 @@
+#!/bin/sh
+# Run every Spin model and its broken variants. A correct model must verify
+# with no error; every broken variant must be caught (an error found).
+# usage: run-models.sh [model-dir]
+set -eu
+dir=$(cd "${1:-$(dirname "$0")}" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+command -v spin >/dev/null || { echo "spin not installed (apt-get install spin)"; exit 1; }
+
+status=0
+# model  variant-define  expectation
+cat > "$work/plan" <<'PLAN'
+kick.pml - pass
+kick.pml NO_POSTER_FENCE fail
+kick.pml NO_VCPU_FENCE fail
+kick.pml RECHECK_BEFORE_MODE fail
+PLAN
+
+while read -r model variant expect; do
+	def=""
+	[ "$variant" = "-" ] || def="-D$variant"
+	( cd "$work" && spin -a $def "$dir/$model" >/dev/null &&
+	  ${CC:-cc} -O2 -DSAFETY -w -o pan pan.c &&
+	  ./pan -m200000 > out.txt 2>&1 ) || true
+	errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$work/out.txt" | head -n1)
+	states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' "$work/out.txt" | head -n1)
+	if [ -z "$errors" ]; then
+		got=broken
+	elif [ "$errors" -eq 0 ]; then
+		got=pass
+	else
+		got=fail
+	fi
+	if [ "$got" = "$expect" ]; then verdict=ok; else verdict=WRONG; status=1; fi
+	printf '%-10s %-22s expect %-4s got %-4s states %-10s %s\n' \
+		"$model" "$variant" "$expect" "$got" "${states:-?}" "$verdict"
+	rm -f "$work"/pan* "$work"/*.trail
+done < "$work/plan"
+exit $status
