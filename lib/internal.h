@@ -108,7 +108,6 @@ struct vsched_vcpu {
 	/* Written by posters (relaxed RMWs). */
 	struct {
 		_Atomic uint64_t kicks_sent;
-		_Atomic uint64_t kicks_avoided;
 		_Atomic uint64_t wakeups;
 		_Atomic uint64_t coalesced[VSCHED_MAX_KINDS]; /* by rank */
 	} ps VSCHED__ALIGNED;
