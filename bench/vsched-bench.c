@@ -127,7 +127,11 @@ static NOINLINE int raw_enter_exit(struct raw_vcpu *r)
 static struct vsched_vm *make_vm(uint64_t poll_ns, struct vsched_vcpu **v,
 				 unsigned nvcpus, vsched_request_fn fn)
 {
-	struct vsched_vm_config cfg = { .size = sizeof(cfg), .poll_ns = poll_ns };
+	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
+	struct vsched_poll_params pp;
+	vsched_poll_defaults(poll_ns ? VSCHED_POLL_FIXED : VSCHED_POLL_NONE, poll_ns,
+			     &pp);
+	cfg.poll = &pp;
 	struct vsched_request_desc d = { .name = "a", .handler = fn };
 	struct vsched_vm *vm;
 	if (vsched_vm_create(&cfg, &vm) || vsched_request_declare(vm, K_A, &d) ||

@@ -1,89 +1,515 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The block/poll engine, shared by vCPUs (vsched_vcpu_block) and generic
+ * waiters (lib/waiter.c): blocking hook, poll for the policy's window, arm
+ * BLOCKED + full barrier + re-check, sleep on a futex or in epoll_pwait,
+ * unblocking hook, policy update, KVM-named stats.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
 #include "internal.h"
 
-static bool pending(const struct vsched_vcpu *v)
+#define SLOT_EVFD 0
+#define SLOT_TFD 1
+#define SLOT_USER 2
+#define MAX_USER_FDS 32
+
+/* vCPU threads of this process that are not asleep in vsched: the
+ * contention veto compares it with the CPUs the process may use. */
+static _Atomic int runnable_vcpus;
+
+struct target {
+	struct vsched__sleeper *s;
+	struct vsched_vcpu *vcpu; /* NULL for a generic waiter */
+	vsched_cond_fn cond;
+	void *arg;
+};
+
+static void runnable_enter(struct target *t)
 {
-	return atomic_load_explicit(&v->pending, memory_order_relaxed) != 0;
+	if (t->vcpu && !t->s->counted_runnable) {
+		atomic_fetch_add_explicit(&runnable_vcpus, 1, memory_order_relaxed);
+		t->s->counted_runnable = true;
+	}
 }
 
-/* Poll until a request, `end`, or the deadline. Mode POLLING tells posters
- * that no kick or wakeup is needed; the loop only reads. */
-static bool poll_window(struct vsched_vcpu *v, uint32_t m, uint64_t end)
+static void runnable_leave(struct target *t)
 {
-	const struct vsched_host_ops *ops = &v->vm->ops;
-	bool won = false;
+	if (t->s->counted_runnable) {
+		atomic_fetch_sub_explicit(&runnable_vcpus, 1, memory_order_relaxed);
+		t->s->counted_runnable = false;
+	}
+}
 
-	atomic_store_explicit(&v->mode,
-			      (m & VSCHED__GEN_MASK) | VSCHED_MODE_POLLING,
+void vsched__sleeper_retire(struct vsched__sleeper *s)
+{
+	struct target t = { .s = s };
+	runnable_leave(&t);
+}
+
+/* Is there a reason to run? Reads only. */
+static int ready(const struct target *t)
+{
+	if (t->vcpu) {
+		const struct vsched_host_ops *ops = &t->s->vm->ops;
+		if (atomic_load_explicit(&t->vcpu->pending, memory_order_relaxed))
+			return VSCHED_WAKE_REQUEST;
+		if (ops->has_event && ops->has_event(t->vcpu, ops->ctx))
+			return VSCHED_WAKE_EVENT;
+		return 0;
+	}
+	return t->cond(t->arg) ? VSCHED_WAKE_REQUEST : 0;
+}
+
+static void count(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
 			      memory_order_relaxed);
-	for (unsigned i = 1;; i++) {
-		if (pending(v)) {
-			won = true;
+}
+
+static void hist(_Atomic uint64_t *h, uint64_t ns)
+{
+	unsigned b = ns ? 64u - (unsigned)__builtin_clzll(ns) : 0;
+	count(&h[b < VSCHED_HIST_BUCKETS ? b : VSCHED_HIST_BUCKETS - 1], 1);
+}
+
+void vsched__wake_sleeper(struct vsched__sleeper *s)
+{
+	if (atomic_load_explicit(&s->use_evfd, memory_order_relaxed)) {
+		uint64_t one = 1;
+		ssize_t r = write(s->evfd, &one, sizeof(one));
+		(void)r; /* EAGAIN: the counter is saturated, still readable */
+	} else {
+		s->vm->ops.wake((uint32_t *)s->word, s->vm->ops.ctx);
+	}
+}
+
+/* Leave BLOCKED ourselves (timeout, signal, fd): the slow way back, an
+ * exchange (store + full barrier). Returns the old word: not `blocked`
+ * means a poster raced us and already woke us. */
+static uint32_t leave_blocked(struct vsched__sleeper *s, uint32_t blocked)
+{
+	count(&s->hs.stores, 1);
+	return atomic_exchange_explicit(
+		s->word, (blocked & VSCHED__GEN_MASK) | VSCHED_MODE_OUTSIDE_GUEST,
+		memory_order_seq_cst);
+}
+
+/* Woken by a poster: it already moved the word back to OUTSIDE_GUEST, so
+ * the way back needs no store and no barrier (the powerpc idle fix). */
+static void fast_path_back(struct vsched__sleeper *s)
+{
+	count(&s->hs.skips, 1);
+}
+
+static int sleep_futex(struct target *t, uint32_t blocked, uint64_t deadline)
+{
+	struct vsched__sleeper *s = t->s;
+	const struct vsched_host_ops *ops = &s->vm->ops;
+
+	for (;;) {
+		int rc = ops->wait((uint32_t *)s->word, blocked, deadline, ops->ctx);
+		if (atomic_load_explicit(s->word, memory_order_acquire) != blocked) {
+			fast_path_back(s);
+			return 0;
+		}
+		if (rc == -EINTR || ops->now_ns(ops->ctx) >= deadline) {
+			if (leave_blocked(s, blocked) != blocked)
+				return 0;
+			return rc == -EINTR ? VSCHED_WAKE_SIGNAL : VSCHED_WAKE_DEADLINE;
+		}
+		count(&s->hs.spurious, 1);
+	}
+}
+
+static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
+		       struct vsched_block_result *res)
+{
+	struct vsched__sleeper *s = t->s;
+	struct itimerspec its = { 0 };
+	struct epoll_event ev[VSCHED_BLOCK_MAX_TAGS + 2];
+
+	if (deadline != VSCHED_DEADLINE_NONE) {
+		its.it_value.tv_sec = (time_t)(deadline / 1000000000u);
+		its.it_value.tv_nsec = (long)(deadline % 1000000000u);
+		if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
+			its.it_value.tv_nsec = 1;
+	}
+	timerfd_settime(s->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+	for (;;) {
+		uint64_t drain;
+		bool timer = false;
+		int n = epoll_pwait(s->epfd, ev, VSCHED_BLOCK_MAX_TAGS + 2, -1, NULL);
+
+		if (n < 0 && errno == EINTR) {
+			if (leave_blocked(s, blocked) != blocked)
+				return 0;
+			return VSCHED_WAKE_SIGNAL;
+		}
+		for (int i = 0; i < n; i++) {
+			uint64_t slot = ev[i].data.u64;
+			if (slot == SLOT_EVFD) {
+				ssize_t r = read(s->evfd, &drain, sizeof(drain));
+				(void)r;
+			} else if (slot == SLOT_TFD) {
+				ssize_t r = read(s->tfd, &drain, sizeof(drain));
+				(void)r;
+				timer = true;
+			} else if (res && res->nready < VSCHED_BLOCK_MAX_TAGS &&
+				   slot - SLOT_USER < MAX_USER_FDS) {
+				res->tags[res->nready++] = s->tag_of[slot - SLOT_USER];
+			}
+		}
+		if (atomic_load_explicit(s->word, memory_order_acquire) != blocked) {
+			fast_path_back(s);
+			return 0;
+		}
+		if (res && res->nready) {
+			if (leave_blocked(s, blocked) != blocked)
+				return 0;
+			return VSCHED_WAKE_FD;
+		}
+		if (timer || s->vm->ops.now_ns(s->vm->ops.ctx) >= deadline) {
+			if (leave_blocked(s, blocked) != blocked)
+				return 0;
+			return VSCHED_WAKE_DEADLINE;
+		}
+		count(&s->hs.spurious, 1); /* a stale eventfd count */
+	}
+}
+
+static int engine(struct target *t, uint64_t deadline,
+		  struct vsched_block_result *res)
+{
+	struct vsched__sleeper *s = t->s;
+	struct vsched_vm *vm = s->vm;
+	const struct vsched_host_ops *ops = &vm->ops;
+	struct vsched__poll_cfg cfg;
+	struct vsched_block_result local = { .size = sizeof(local) };
+	uint64_t t0, now, poll_end, sleep_start = 0, window = 0, halt_ns;
+	uint32_t m = atomic_load_explicit(s->word, memory_order_relaxed);
+	uint32_t blocked = (m & VSCHED__GEN_MASK) | VSCHED_MODE_BLOCKED;
+	bool attempted = false, waited = false, vetoed = false, valid;
+	int reason;
+
+	if (!res)
+		res = &local;
+	res->nready = 0;
+	vsched__poll_read(vm, &cfg);
+	if (s->poll_gen != cfg.gen) {
+		vsched_poll_init(&cfg.p, &s->poll);
+		s->poll_gen = cfg.gen;
+	}
+	runnable_enter(t);
+	t0 = ops->now_ns(ops->ctx);
+
+	/* 1. The blocking hook covers the whole poll window. */
+	if (t->vcpu && ops->blocking)
+		ops->blocking(t->vcpu, ops->ctx);
+	poll_end = t0;
+
+	reason = ready(t);
+	if (reason)
+		goto out;
+	if (deadline <= t0) {
+		reason = VSCHED_WAKE_DEADLINE;
+		goto out;
+	}
+
+	/* 2. Poll, unless vetoed. */
+	window = vsched_poll_window(&cfg.p, &s->poll);
+	if (window) {
+		vetoed = atomic_load_explicit(&s->guest_poll_off, memory_order_relaxed);
+		if (!vetoed && t->vcpu)
+			vetoed = (ops->no_poll && ops->no_poll(t->vcpu, ops->ctx)) ||
+				 (ops->contended && ops->contended(t->vcpu, ops->ctx)) ||
+				 atomic_load_explicit(&runnable_vcpus,
+						      memory_order_relaxed) > (int)vm->ncpus;
+		if (vetoed) {
+			count(&s->hs.vetoed, 1);
+			window = 0;
+		}
+	}
+	if (window) {
+		uint64_t end = t0 + window;
+		if (end < t0 || end > deadline)
+			end = deadline;
+		attempted = true;
+		/* Posters do nothing for POLLING, so plain stores suffice. */
+		atomic_store_explicit(s->word,
+				      (m & VSCHED__GEN_MASK) | VSCHED_MODE_POLLING,
+				      memory_order_relaxed);
+		now = t0;
+		for (unsigned i = 1;; i++) {
+			reason = ready(t);
+			if (reason)
+				break;
+			vsched__relax();
+			if ((i & 31) == 0 && (now = ops->now_ns(ops->ctx)) >= end)
+				break;
+		}
+		atomic_store_explicit(s->word,
+				      (m & VSCHED__GEN_MASK) | VSCHED_MODE_OUTSIDE_GUEST,
+				      memory_order_relaxed);
+		poll_end = reason ? ops->now_ns(ops->ctx) : now;
+		if (reason)
+			goto out;
+		if (end == deadline) {
+			reason = VSCHED_WAKE_DEADLINE;
+			goto out;
+		}
+	}
+
+	/* 3. Arm: BLOCKED, full barrier, re-check (the Dekker pair with
+	 * vsched_post() and vsched_vcpu_kick()). */
+	atomic_exchange_explicit(s->word, blocked, memory_order_seq_cst);
+	vsched__mb_after_rmw();
+	reason = ready(t);
+	if (reason) {
+		leave_blocked(s, blocked);
+		goto out;
+	}
+	runnable_leave(t);
+	sleep_start = ops->now_ns(ops->ctx);
+	waited = true;
+	for (;;) {
+		int r = s->epfd >= 0 ? sleep_epoll(t, blocked, deadline, res)
+				     : sleep_futex(t, blocked, deadline);
+		if (r) {
+			reason = r;
 			break;
 		}
-		vsched__relax();
-		if ((i & 31) == 0 && ops->now_ns(ops->ctx) >= end)
+		/* A poster or kick moved us out of BLOCKED. */
+		reason = ready(t);
+		if (reason)
 			break;
+		/* Woken with nothing to do (its event was consumed before we
+		 * looked): arm again. */
+		atomic_exchange_explicit(s->word, blocked, memory_order_seq_cst);
+		vsched__mb_after_rmw();
+		reason = ready(t);
+		if (reason) {
+			leave_blocked(s, blocked);
+			break;
+		}
 	}
-	/* Posters never write a POLLING word, so a plain store suffices. */
-	atomic_store_explicit(&v->mode,
-			      (m & VSCHED__GEN_MASK) | VSCHED_MODE_OUTSIDE_GUEST,
-			      memory_order_relaxed);
-	return won;
+	runnable_enter(t);
+
+out:
+	/* 4. Every path out runs the unblocking hook. */
+	if (t->vcpu && ops->unblocking)
+		ops->unblocking(t->vcpu, ops->ctx);
+	now = ops->now_ns(ops->ctx);
+	halt_ns = now > t0 ? now - t0 : 0;
+	valid = reason != VSCHED_WAKE_SIGNAL;
+
+	if (attempted) {
+		uint64_t pns = poll_end > t0 ? poll_end - t0 : 0;
+		count(&s->hs.attempted, 1);
+		if (!waited) {
+			count(&s->hs.successful, 1);
+			if (!valid)
+				count(&s->hs.invalid, 1);
+			count(&s->hs.success_ns, pns);
+			hist(s->hs.hist_success, pns);
+		} else {
+			count(&s->hs.fail_ns, pns);
+			hist(s->hs.hist_fail, pns);
+		}
+		res->poll_ns = pns;
+	} else {
+		res->poll_ns = 0;
+	}
+	if (waited) {
+		uint64_t w = now > sleep_start ? now - sleep_start : 0;
+		count(&s->hs.wait_ns, w);
+		hist(s->hs.hist_wait, w);
+	}
+	/* 5. The policy learns how long the halt really was. */
+	vsched_poll_update(&cfg.p, &s->poll, window, halt_ns, valid);
+
+	res->reason = reason;
+	res->halt_ns = halt_ns;
+	res->window_ns = window;
+	res->poll_won = attempted && !waited;
+	res->vetoed = vetoed;
+	return reason;
 }
 
-int vsched_vcpu_block(struct vsched_vcpu *v, uint64_t deadline)
+int vsched__run_engine(struct vsched__sleeper *s, vsched_cond_fn cond,
+		       void *arg, uint64_t deadline,
+		       struct vsched_block_result *res)
 {
-	const struct vsched_host_ops *ops;
-	uint32_t m, blocked;
-	uint64_t now;
+	struct target t = { .s = s, .cond = cond, .arg = arg };
+	return engine(&t, deadline, res);
+}
 
-	if (!v)
+int vsched_vcpu_block_ex(struct vsched_vcpu *v, uint64_t deadline,
+			 struct vsched_block_result *res)
+{
+	uint32_t m;
+
+	if (!v || (res && res->size < sizeof(*res)))
 		return VSCHED_EINVAL;
 	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
 	if (vsched__mode_of(m) == VSCHED_MODE_DESTROYED)
 		return VSCHED_ESHUTDOWN;
 	if (vsched__mode_of(m) != VSCHED_MODE_OUTSIDE_GUEST)
 		return VSCHED_ESTATE;
-	if (pending(v))
-		return VSCHED_WAKE_REQUEST;
-	ops = &v->vm->ops;
-	now = ops->now_ns(ops->ctx);
-	if (deadline <= now)
-		return VSCHED_WAKE_DEADLINE;
-	if (v->vm->poll_ns) {
-		uint64_t end = now + v->vm->poll_ns;
-		if (end < now || end > deadline)
-			end = deadline;
-		if (poll_window(v, m, end))
-			return VSCHED_WAKE_REQUEST;
-		if (end == deadline)
-			return VSCHED_WAKE_DEADLINE;
-	}
+	struct target t = { .s = &v->sl, .vcpu = v };
+	return engine(&t, deadline, res);
+}
 
-	/* Dekker, vCPU side: publish BLOCKED, full barrier, re-check. Pairs
-	 * with vsched_post(), which moves BLOCKED to OUTSIDE_GUEST and wakes. */
-	blocked = (m & VSCHED__GEN_MASK) | VSCHED_MODE_BLOCKED;
-	atomic_exchange_explicit(&v->mode, blocked, memory_order_seq_cst);
-	vsched__mb_after_rmw();
-	if (pending(v)) {
-		vsched__mode_leave(v, VSCHED_MODE_OUTSIDE_GUEST);
-		return VSCHED_WAKE_REQUEST;
-	}
-	for (;;) {
-		int rc = ops->wait((uint32_t *)&v->mode, blocked, deadline,
-				   ops->ctx);
-		uint32_t old;
+int vsched_vcpu_block(struct vsched_vcpu *v, uint64_t deadline)
+{
+	return vsched_vcpu_block_ex(v, deadline, NULL);
+}
 
-		if (atomic_load_explicit(&v->mode, memory_order_acquire) != blocked)
-			return VSCHED_WAKE_REQUEST; /* a poster woke us */
-		if (rc == -EINTR || ops->now_ns(ops->ctx) >= deadline) {
-			old = vsched__mode_leave(v, VSCHED_MODE_OUTSIDE_GUEST);
-			if (old != blocked)
-				return VSCHED_WAKE_REQUEST; /* raced a poster */
-			return rc == -EINTR ? VSCHED_WAKE_SIGNAL
-					    : VSCHED_WAKE_DEADLINE;
+int vsched_vcpu_kick(struct vsched_vcpu *v)
+{
+	uint32_t m;
+
+	if (!v)
+		return VSCHED_EINVAL;
+	/* Pairs with the block's barrier, as a post does: the event the
+	 * caller made visible before this is seen by the re-check, or we see
+	 * BLOCKED / IN_GUEST here. */
+	vsched__mb();
+	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
+	if (vsched__mode_of(m) == VSCHED_MODE_DESTROYED)
+		return VSCHED_ESHUTDOWN;
+	vsched__kick_decide(v, &v->sl, &v->ps.wakeups, m, 0);
+	return 0;
+}
+
+int vsched_vcpu_set_guest_poll(struct vsched_vcpu *v, bool allow)
+{
+	if (!v)
+		return VSCHED_EINVAL;
+	atomic_store_explicit(&v->sl.guest_poll_off, !allow, memory_order_relaxed);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* fd wake sources */
+
+void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
+			  _Atomic uint32_t *word)
+{
+	s->vm = vm;
+	s->word = word;
+	s->epfd = s->evfd = s->tfd = -1;
+	for (unsigned i = 0; i < MAX_USER_FDS; i++)
+		s->fd_of[i] = -1;
+}
+
+void vsched__sleeper_fini(struct vsched__sleeper *s)
+{
+	if (s->epfd >= 0)
+		close(s->epfd);
+	if (s->evfd >= 0)
+		close(s->evfd);
+	if (s->tfd >= 0)
+		close(s->tfd);
+	s->epfd = s->evfd = s->tfd = -1;
+}
+
+static int ctl(int epfd, int op, int fd, uint32_t events, uint64_t slot)
+{
+	struct epoll_event ev = { .events = events, .data.u64 = slot };
+	return epoll_ctl(epfd, op, fd, &ev) ? -errno : 0;
+}
+
+int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
+			   uint64_t tag)
+{
+	int rc;
+
+	if (fd < 0 || !events || (events & EPOLLET))
+		return VSCHED_EINVAL;
+	if (s->epfd < 0) {
+		s->epfd = epoll_create1(EPOLL_CLOEXEC);
+		s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		if (s->epfd < 0 || s->evfd < 0 || s->tfd < 0 ||
+		    ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, EPOLLIN, SLOT_EVFD) ||
+		    ctl(s->epfd, EPOLL_CTL_ADD, s->tfd, EPOLLIN, SLOT_TFD)) {
+			rc = -errno;
+			vsched__sleeper_fini(s);
+			return rc ? rc : VSCHED_ENOMEM;
 		}
-		vsched__count(&v->vs.spurious_wakeups);
 	}
+	/* epoll hands back a slot number (the engine's own fds use 0 and
+	 * 1); the user's tag is kept in the slot. */
+	unsigned i = 0;
+	while (i < MAX_USER_FDS && s->fd_of[i] >= 0)
+		i++;
+	if (i == MAX_USER_FDS)
+		return VSCHED_ENOSPC;
+	rc = ctl(s->epfd, EPOLL_CTL_ADD, fd, events, SLOT_USER + i);
+	if (rc == -EEXIST)
+		return VSCHED_EEXIST;
+	if (rc)
+		return rc;
+	s->fd_of[i] = fd;
+	s->tag_of[i] = tag;
+	s->nfds++;
+	atomic_store_explicit(&s->use_evfd, true, memory_order_seq_cst);
+	return 0;
+}
+
+int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd)
+{
+	int rc;
+	if (s->epfd < 0 || fd < 0)
+		return VSCHED_EINVAL;
+	rc = ctl(s->epfd, EPOLL_CTL_DEL, fd, 0, 0);
+	if (rc)
+		return rc;
+	for (unsigned i = 0; i < MAX_USER_FDS; i++)
+		if (s->fd_of[i] == fd)
+			s->fd_of[i] = -1;
+	s->nfds--;
+	return 0;
+}
+
+int vsched_vcpu_fd_add(struct vsched_vcpu *v, int fd, uint32_t events,
+		       uint64_t tag)
+{
+	if (!v)
+		return VSCHED_EINVAL;
+	return vsched__sleeper_fd_add(&v->sl, fd, events, tag);
+}
+
+int vsched_vcpu_fd_del(struct vsched_vcpu *v, int fd)
+{
+	if (!v)
+		return VSCHED_EINVAL;
+	return vsched__sleeper_fd_del(&v->sl, fd);
+}
+
+void vsched__halt_stats(const struct vsched__sleeper *s,
+			struct vsched_halt_stats *o)
+{
+#define RD(x) atomic_load_explicit(&s->hs.x, memory_order_relaxed)
+	o->halt_successful_poll = RD(successful);
+	o->halt_attempted_poll = RD(attempted);
+	o->halt_poll_invalid = RD(invalid);
+	o->halt_poll_success_ns = RD(success_ns);
+	o->halt_poll_fail_ns = RD(fail_ns);
+	o->halt_wait_ns = RD(wait_ns);
+	o->halt_poll_vetoed = RD(vetoed);
+	o->idle_fastpath_skips = RD(skips);
+	o->idle_fastpath_stores = RD(stores);
+	for (unsigned i = 0; i < VSCHED_HIST_BUCKETS; i++) {
+		o->halt_poll_success_hist[i] = RD(hist_success[i]);
+		o->halt_poll_fail_hist[i] = RD(hist_fail[i]);
+		o->halt_wait_hist[i] = RD(hist_wait[i]);
+	}
+#undef RD
 }

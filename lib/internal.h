@@ -12,6 +12,7 @@
 
 #include <urcu/wfcqueue.h>
 
+
 #include <vsched/vsched.h>
 
 #include "arch/arch.h"
@@ -81,10 +82,46 @@ struct vsched__payload_queue {
 	struct cds_wfcq_tail tail;
 } VSCHED__ALIGNED;
 
+/* A VM's poll policy, published with RCU (liburcu-bp) so that it can be
+ * replaced while vCPUs block; readers copy it out in a short section. */
+struct vsched__poll_cfg {
+	struct vsched_poll_params p;
+	uint64_t gen;
+};
+
+/* The block/poll engine's per-waiter state, shared by vCPUs and generic
+ * waiters. Owner-thread fields are written only by the thread that blocks;
+ * the counters are read by any thread. */
+struct vsched__sleeper {
+	struct vsched_vm *vm;
+	_Atomic uint32_t *word;     /* the mode word (futex) */
+	int epfd, evfd, tfd;        /* -1 until an fd is added */
+	_Atomic bool use_evfd;      /* wake through evfd instead of futex */
+	_Atomic bool guest_poll_off;
+	unsigned nfds;
+	int fd_of[32];          /* user fds by slot, -1 when free */
+	uint64_t tag_of[32];
+	/* owner thread only */
+	struct vsched_poll_state poll;
+	uint64_t poll_gen;
+	bool counted_runnable;
+	/* written by the owner, read anywhere */
+	struct {
+		_Atomic uint64_t successful, attempted, invalid;
+		_Atomic uint64_t success_ns, fail_ns, wait_ns, vetoed;
+		_Atomic uint64_t skips, stores, spurious;
+		_Atomic uint64_t hist_success[VSCHED_HIST_BUCKETS];
+		_Atomic uint64_t hist_fail[VSCHED_HIST_BUCKETS];
+		_Atomic uint64_t hist_wait[VSCHED_HIST_BUCKETS];
+	} hs;
+};
+
 struct vsched_vm {
 	struct vsched_host_ops ops; /* defaults filled in */
 	struct vsched_allocator alloc;
-	uint64_t poll_ns;
+	struct vsched__poll_cfg *_Atomic poll; /* RCU-protected */
+	uint64_t poll_gen;
+	unsigned ncpus;
 	void *user;
 	unsigned max_vcpus;
 	pthread_mutex_t lock; /* table declaration, vCPU create/destroy */
@@ -113,10 +150,10 @@ struct vsched_vcpu {
 	} ps VSCHED__ALIGNED;
 
 	/* Written by the vCPU's thread only (relaxed load + store). */
+	struct vsched__sleeper sl;
 	struct {
 		_Atomic uint64_t entries;
 		_Atomic uint64_t cancelled_entries;
-		_Atomic uint64_t spurious_wakeups;
 		_Atomic uint64_t serviced[VSCHED_MAX_KINDS];  /* by rank */
 		_Atomic uint64_t cancelled[VSCHED_MAX_KINDS]; /* by rank */
 		_Atomic uint64_t payloads[VSCHED_MAX_KINDS];  /* by rank */
@@ -137,6 +174,32 @@ static inline void vsched__count_shared(_Atomic uint64_t *c)
 {
 	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
+
+/* Wake a sleeper whose word a poster has just moved out of BLOCKED. */
+void vsched__wake_sleeper(struct vsched__sleeper *s);
+
+/* The kick decision on a mode word `m` read after the post's barrier:
+ * kick an IN_GUEST vCPU (v non-NULL), wake a BLOCKED sleeper. Returns 1 if it
+ * kicked or woke. */
+int vsched__kick_decide(struct vsched_vcpu *v, struct vsched__sleeper *s,
+			_Atomic uint64_t *wakeups, uint32_t m, unsigned flags);
+
+void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
+			  _Atomic uint32_t *word);
+void vsched__sleeper_fini(struct vsched__sleeper *s);
+int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
+			   uint64_t tag);
+int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd);
+void vsched__halt_stats(const struct vsched__sleeper *s,
+			struct vsched_halt_stats *out);
+/* Leaving the sleeper's runnable count (destroy). */
+void vsched__sleeper_retire(struct vsched__sleeper *s);
+
+/* Poll policy plumbing (lib/poll.c). */
+int vsched__poll_install(struct vsched_vm *vm,
+			 const struct vsched_poll_params *p);
+void vsched__poll_release(struct vsched_vm *vm);
+void vsched__poll_read(struct vsched_vm *vm, struct vsched__poll_cfg *out);
 
 /* Move the vCPU out of IN_GUEST/EXITING/BLOCKED/POLLING into `mode`,
  * keeping the generation, and release WAIT posters. Returns the old word. */

@@ -177,10 +177,10 @@ const char *vsched_request_name(const struct vsched_vm *vm, unsigned kind)
 	return vm->table.by_kind[kind].name;
 }
 
-/* The kick decision on the mode word `m` read after the barrier. */
-static void kick_decide(struct vsched_vcpu *v, uint32_t m, unsigned flags)
+int vsched__kick_decide(struct vsched_vcpu *v, struct vsched__sleeper *s,
+			_Atomic uint64_t *wakeups, uint32_t m, unsigned flags)
 {
-	const struct vsched_host_ops *ops = &v->vm->ops;
+	const struct vsched_host_ops *ops = &s->vm->ops;
 
 	for (;;) {
 		switch (vsched__mode_of(m)) {
@@ -189,35 +189,37 @@ static void kick_decide(struct vsched_vcpu *v, uint32_t m, unsigned flags)
 			 * failed CAS reloads m: retry if only ACK_WAITERS
 			 * changed, stop if the vCPU left or was kicked. */
 			if (atomic_compare_exchange_weak_explicit(
-				    &v->mode, &m,
+				    s->word, &m,
 				    (m & ~VSCHED__MODE_MASK) |
 					    VSCHED_MODE_EXITING_GUEST,
 				    memory_order_seq_cst, memory_order_relaxed)) {
 				vsched__count_shared(&v->ps.kicks_sent);
 				if (ops->kick)
 					ops->kick(v, ops->ctx);
-				return;
+				return 1;
 			}
 			continue;
 		case VSCHED_MODE_BLOCKED:
 			if (flags & VSCHED_REQ_NO_WAKEUP)
-				break;
+				return 0;
+			/* The winner moves the word back to running (so the
+			 * sleeper's way back skips its store) and wakes it. */
 			if (atomic_compare_exchange_weak_explicit(
-				    &v->mode, &m,
+				    s->word, &m,
 				    (m & ~VSCHED__MODE_MASK) |
 					    VSCHED_MODE_OUTSIDE_GUEST,
 				    memory_order_seq_cst, memory_order_relaxed)) {
-				vsched__count_shared(&v->ps.wakeups);
-				ops->wake((uint32_t *)&v->mode, ops->ctx);
-				return;
+				vsched__count_shared(wakeups);
+				vsched__wake_sleeper(s);
+				return 1;
 			}
 			continue;
 		default:
-			break;
+			/* Nothing to do: counted by deduction in
+			 * vsched_vcpu_stats(), so that this common path adds
+			 * no second atomic RMW. */
+			return 0;
 		}
-		/* Nothing to do: counted by deduction in vsched_vcpu_stats(),
-		 * so that this common path adds no second atomic RMW. */
-		return;
 	}
 }
 
@@ -275,7 +277,7 @@ post_rank(struct vsched_vcpu *v, unsigned r, unsigned flags,
 	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
 	if (old & bit)
 		vsched__count_shared(&v->ps.coalesced[r]);
-	kick_decide(v, m, flags);
+	vsched__kick_decide(v, &v->sl, &v->ps.wakeups, m, flags);
 	*seen = m;
 	return 0;
 }

@@ -21,7 +21,7 @@ int vsched_vcpu_stats(const struct vsched_vcpu *v, struct vsched_vcpu_stats *out
 	out->cancelled_entries = rd(&v->vs.cancelled_entries);
 	out->kicks_sent = rd(&v->ps.kicks_sent);
 	out->wakeups = rd(&v->ps.wakeups);
-	out->spurious_wakeups = rd(&v->vs.spurious_wakeups);
+	out->spurious_wakeups = rd(&v->sl.hs.spurious);
 	t = &v->vm->table;
 	pend = atomic_load_explicit(&v->pending, memory_order_relaxed);
 	for (unsigned r = 0; r < t->nkinds; r++) {
@@ -39,5 +39,7 @@ int vsched_vcpu_stats(const struct vsched_vcpu *v, struct vsched_vcpu_stats *out
 	 * counted as avoided until it decides. */
 	avoided = posted - out->kicks_sent - out->wakeups;
 	out->kicks_avoided = avoided > posted ? 0 : avoided;
+	vsched__halt_stats(&v->sl, &out->halt);
+	out->halt.halt_wakeup = out->wakeups;
 	return 0;
 }

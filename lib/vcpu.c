@@ -35,6 +35,7 @@ int vsched_vcpu_create(struct vsched_vm *vm, unsigned id, void *user,
 	for (unsigned i = 0; i < vm->table.npayload; i++)
 		__cds_wfcq_init(&v->queues[i].head, &v->queues[i].tail);
 	atomic_init(&v->mode, VSCHED_MODE_OUTSIDE_GUEST);
+	vsched__sleeper_init(&v->sl, vm, &v->mode);
 	atomic_compare_exchange_strong_explicit(&vm->vcpus[id], &expected, v,
 						memory_order_release,
 						memory_order_relaxed);
@@ -93,6 +94,8 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 	v->next_dead = vm->graveyard;
 	vm->graveyard = v;
 	pthread_mutex_unlock(&vm->lock);
+	vsched__sleeper_retire(&v->sl);
+	vsched__sleeper_fini(&v->sl);
 	vsched__drain_payloads(v);
 	return 0;
 }

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <sched.h>
 #include <string.h>
 
 #include "internal.h"
@@ -6,8 +8,19 @@
 #define VSCHED__DEFAULT_MAX_VCPUS 256
 #define VSCHED__LIMIT_MAX_VCPUS 4096
 
+/* CPUs this process may run on: the contention veto's yardstick. */
+static unsigned online_cpus(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return (unsigned)CPU_COUNT(&set);
+	return 1;
+}
+
 static void free_vcpu(struct vsched_vm *vm, struct vsched_vcpu *v)
 {
+	vsched__sleeper_retire(&v->sl);
+	vsched__sleeper_fini(&v->sl);
 	vsched__drain_payloads(v);
 	vsched__free(&vm->alloc, v, v->alloc_size);
 }
@@ -57,11 +70,28 @@ int vsched_vm_create(const struct vsched_vm_config *cfg, struct vsched_vm **out)
 		vm->ops.wake = vsched__futex_wake;
 	if (!vm->ops.now_ns)
 		vm->ops.now_ns = vsched__clock_now;
-	vm->poll_ns = c.poll_ns;
 	vm->user = c.user;
 	vm->max_vcpus = c.max_vcpus;
+	vm->ncpus = online_cpus();
 	memset(vm->table.rank_of, -1, sizeof(vm->table.rank_of));
 	pthread_mutex_init(&vm->lock, NULL);
+	{
+		struct vsched_poll_params dp;
+		int rc;
+		if (!c.poll) {
+			vsched_poll_defaults(VSCHED_POLL_ADAPTIVE,
+					     VSCHED__ARCH_POLL_MAX_NS, &dp);
+			c.poll = &dp;
+		}
+		rc = vsched__poll_install(vm, c.poll);
+		if (rc) {
+			pthread_mutex_destroy(&vm->lock);
+			vsched__free(alloc, (void *)vm->vcpus,
+				     c.max_vcpus * sizeof(*vm->vcpus));
+			vsched__free(alloc, vm, sizeof(*vm));
+			return rc;
+		}
+	}
 	*out = vm;
 	return 0;
 }
@@ -82,6 +112,7 @@ int vsched_vm_destroy(struct vsched_vm *vm)
 		vm->graveyard = v->next_dead;
 		free_vcpu(vm, v);
 	}
+	vsched__poll_release(vm);
 	pthread_mutex_destroy(&vm->lock);
 	alloc = vm->alloc;
 	vsched__free(&alloc, (void *)vm->vcpus,

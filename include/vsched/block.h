@@ -6,6 +6,8 @@
 #ifndef VSCHED_BLOCK_H
 #define VSCHED_BLOCK_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <vsched/version.h>
 
@@ -20,28 +22,106 @@ struct vsched_vcpu;
 
 /** Why vsched_vcpu_block() returned (positive values). */
 enum vsched_wake_reason {
-	/** A request is pending: service it. */
+	/** A request is pending (or a waiter's condition holds). */
 	VSCHED_WAKE_REQUEST = 1,
 	/** The deadline passed with nothing pending. */
 	VSCHED_WAKE_DEADLINE = 2,
 	/** The sleep was interrupted by a signal. */
 	VSCHED_WAKE_SIGNAL = 3,
+	/** The arch's has_event callback reported an event. */
+	VSCHED_WAKE_EVENT = 4,
+	/** A registered file descriptor is ready (see result.tags). */
+	VSCHED_WAKE_FD = 5,
+};
+
+/** Most fd tags one block reports. */
+#define VSCHED_BLOCK_MAX_TAGS 8
+
+/** What a block did. Zero-initialise, then set `size`. */
+struct vsched_block_result {
+	/** sizeof(struct vsched_block_result). */
+	size_t size;
+	/** enum vsched_wake_reason (the same value the call returned). */
+	int reason;
+	/** Ready registered fds, and their tags (level-triggered). */
+	unsigned nready;
+	uint64_t tags[VSCHED_BLOCK_MAX_TAGS];
+	/** Whole halt: poll plus sleep, as KVM measures halt_ns. */
+	uint64_t halt_ns;
+	/** Poll window used (0: did not poll) and time spent polling. */
+	uint64_t window_ns;
+	uint64_t poll_ns;
+	/** Polling was attempted and the vCPU never slept. */
+	bool poll_won;
+	/** Polling was vetoed (arch, guest, contention). */
+	bool vetoed;
 };
 
 /**
- * Halt until a request is pending or `deadline_ns` (absolute, in the VM's
- * clock) passes. Polls for the VM's poll window in mode POLLING (posters
- * need not kick), then publishes BLOCKED, issues a full barrier, re-checks
- * and sleeps; a poster moves it out of BLOCKED and wakes it. A deadline at
- * or before now checks once and never sleeps. Spurious wakeups are counted
- * and slept through.
+ * Halt until there is a reason to run: a pending request, the arch's
+ * has_event, a ready registered fd, or `deadline_ns` (absolute, in the VM's
+ * clock; a deadline at or before now checks once and never sleeps).
+ *
+ * 1. the `blocking` hook runs first, before any polling;
+ * 2. unless vetoed (arch no_poll, the guest's poll control, contention),
+ *    polls for the policy's window in mode POLLING, reading only;
+ * 3. then publishes BLOCKED, full barrier, re-checks, and sleeps on a futex
+ *    (or, with registered fds, in epoll_pwait on them, a kick eventfd and a
+ *    deadline timerfd) until a poster moves it out of BLOCKED;
+ * 4. the `unblocking` hook runs on every path out;
+ * 5. the policy learns how long the halt lasted.
+ * When a poster already moved the word out of BLOCKED, the way back skips
+ * its store and barrier (counted as idle_fastpath_skips).
+ * @param result may be NULL.
  * @return enum vsched_wake_reason, or VSCHED_EINVAL, VSCHED_ESHUTDOWN,
  * VSCHED_ESTATE (not OUTSIDE_GUEST).
  * Context: the vCPU's own thread, outside guest mode. Pairs with the barrier
- * in vsched_post().
+ * in vsched_post() and vsched_vcpu_kick(). Syscalls: futex or epoll_pwait,
+ * read/write on its eventfd, timerfd_settime, clock_gettime.
  */
+VSCHED_API int vsched_vcpu_block_ex(struct vsched_vcpu *vcpu,
+				    uint64_t deadline_ns,
+				    struct vsched_block_result *result);
+
+/** vsched_vcpu_block_ex() without a result. */
 VSCHED_API int vsched_vcpu_block(struct vsched_vcpu *vcpu,
 				 uint64_t deadline_ns);
+
+/**
+ * Make a vCPU notice an event that its has_event callback now reports:
+ * kick it out of the guest, or wake it if it sleeps. Call it after making
+ * the event visible; it issues the full barrier that pairs with the block's.
+ * @return 0, VSCHED_EINVAL or VSCHED_ESHUTDOWN. Context: any thread.
+ */
+VSCHED_API int vsched_vcpu_kick(struct vsched_vcpu *vcpu);
+
+/**
+ * The guest's poll control (as KVM's MSR_KVM_POLL_CONTROL): `allow` false
+ * vetoes host polling for this vCPU. @return 0 or VSCHED_EINVAL. Any thread.
+ */
+VSCHED_API int vsched_vcpu_set_guest_poll(struct vsched_vcpu *vcpu, bool allow);
+
+/**
+ * Add a file descriptor as a wake source of the vCPU's sleeps
+ * (level-triggered; `events` as for epoll, e.g. EPOLLIN). From then on the
+ * vCPU sleeps in epoll_pwait and is woken through an eventfd. The first call
+ * creates the epoll, eventfd and timerfd descriptors.
+ * @return 0, VSCHED_EINVAL, VSCHED_EEXIST (fd already added), VSCHED_ENOMEM
+ * or another negative errno from the kernel.
+ * Context: the vCPU's thread, or before the vCPU runs.
+ */
+VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
+				  uint32_t events, uint64_t tag);
+
+/** Remove a wake-source fd. @return 0, VSCHED_EINVAL or -ENOENT. */
+VSCHED_API int vsched_vcpu_fd_del(struct vsched_vcpu *vcpu, int fd);
+
+/**
+ * Prepare the calling thread for vsched's wait paths (RCU registration), so
+ * that nothing is allocated later, e.g. under a seccomp filter. Optional:
+ * the first block does it otherwise. @return 0. Any thread.
+ */
+VSCHED_API int vsched_thread_init(void);
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,36 @@ struct vsched_kind_stats {
 	uint64_t payloads_delivered;
 };
 
+/** Buckets of the log2 histograms (bucket i: [2^(i-1), 2^i) ns; 0: 0). */
+#define VSCHED_HIST_BUCKETS 32
+
+/** Halt and poll counters, with KVM's names and meaning. */
+struct vsched_halt_stats {
+	/** Halts where polling was attempted and the vCPU never slept. */
+	uint64_t halt_successful_poll;
+	/** Halts where polling was attempted. */
+	uint64_t halt_attempted_poll;
+	/** Successful polls whose wakeup found nothing to do. */
+	uint64_t halt_poll_invalid;
+	/** Wakeups of the sleeping vCPU by a poster. */
+	uint64_t halt_wakeup;
+	/** Time spent in successful and in failed polls. */
+	uint64_t halt_poll_success_ns;
+	uint64_t halt_poll_fail_ns;
+	/** Time spent asleep. */
+	uint64_t halt_wait_ns;
+	/** Halts where a veto (arch, guest, contention) prevented polling. */
+	uint64_t halt_poll_vetoed;
+	/** Returns from sleep that skipped the store and barrier because a
+	 * poster had already moved the word back to running. */
+	uint64_t idle_fastpath_skips;
+	/** Returns from sleep that had to store and fence. */
+	uint64_t idle_fastpath_stores;
+	uint64_t halt_poll_success_hist[VSCHED_HIST_BUCKETS];
+	uint64_t halt_poll_fail_hist[VSCHED_HIST_BUCKETS];
+	uint64_t halt_wait_hist[VSCHED_HIST_BUCKETS];
+};
+
 /** A snapshot of a vCPU's counters. Zero-initialise, then set `size`. */
 struct vsched_vcpu_stats {
 	/** sizeof(struct vsched_vcpu_stats). */
@@ -52,6 +82,8 @@ struct vsched_vcpu_stats {
 	uint64_t spurious_wakeups;
 	/** Per kind, indexed by kind number. */
 	struct vsched_kind_stats kind[VSCHED_MAX_KINDS];
+	/** Halt/poll counters. */
+	struct vsched_halt_stats halt;
 };
 
 /**

@@ -10,8 +10,10 @@
 #ifndef VSCHED_VM_H
 #define VSCHED_VM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <vsched/alloc.h>
+#include <vsched/poll.h>
 #include <vsched/version.h>
 
 #ifdef __cplusplus
@@ -58,6 +60,31 @@ struct vsched_host_ops {
 	 */
 	void (*payload_drop)(struct vsched_vcpu *vcpu, unsigned kind,
 			     struct vsched_payload *payload, void *ctx);
+	/**
+	 * Arch `blocking` hook: the first thing vsched_vcpu_block() does,
+	 * before any polling, so that work such as syncing the interrupt
+	 * controller or arming a doorbell covers the whole poll window.
+	 * Context: the vCPU's thread. Default: nothing.
+	 */
+	void (*blocking)(struct vsched_vcpu *vcpu, void *ctx);
+	/** Arch `unblocking` hook: runs on every path out of the block. */
+	void (*unblocking)(struct vsched_vcpu *vcpu, void *ctx);
+	/**
+	 * Arch pending-event check, polled with the requests: true when the
+	 * vCPU has an event to handle that is not a vsched request (a
+	 * posted interrupt, a doorbell). Must only read memory. Whoever makes
+	 * it true while the vCPU may sleep calls vsched_vcpu_kick() after.
+	 * Default: false.
+	 */
+	bool (*has_event)(struct vsched_vcpu *vcpu, void *ctx);
+	/** Arch veto on polling (KVM's kvm_arch_no_poll). Default: false. */
+	bool (*no_poll)(struct vsched_vcpu *vcpu, void *ctx);
+	/**
+	 * The hypervisor's contention hint: true when polling would steal the
+	 * CPU from other work. Added to vsched's own contention check.
+	 * Default: false.
+	 */
+	bool (*contended)(struct vsched_vcpu *vcpu, void *ctx);
 	/** Passed to every callback above. */
 	void *ctx;
 };
@@ -73,10 +100,10 @@ struct vsched_vm_config {
 	/** Allocator, copied at creation; NULL selects the default. */
 	const struct vsched_allocator *alloc;
 	/**
-	 * Poll window of vsched_vcpu_block() in ns before it sleeps; 0 means
-	 * sleep at once. (The block/poll engine's policies replace this.)
+	 * Initial poll policy, copied; NULL selects VSCHED_POLL_ADAPTIVE with
+	 * the arch's maximum window (x86: 200 us). See vsched_vm_set_poll().
 	 */
-	uint64_t poll_ns;
+	const struct vsched_poll_params *poll;
 	/** Returned by vsched_vm_user(). */
 	void *user;
 };

@@ -9,10 +9,12 @@
 #include <vsched/version.h>
 #include <vsched/error.h>
 #include <vsched/alloc.h>
+#include <vsched/poll.h>
 #include <vsched/vm.h>
 #include <vsched/request.h>
 #include <vsched/vcpu.h>
 #include <vsched/block.h>
+#include <vsched/waiter.h>
 #include <vsched/stats.h>
 
 #endif /* VSCHED_VSCHED_H */

@@ -247,8 +247,7 @@ int main(int argc, char **argv)
 {
 	double seconds = argc > 1 ? atof(argv[1]) : 10;
 	struct vsched_host_ops ops = { .kick = kick };
-	struct vsched_vm_config cfg = { .size = sizeof(cfg), .ops = &ops,
-					.poll_ns = 5000 };
+	struct vsched_vm_config cfg = { .size = sizeof(cfg), .ops = &ops };
 	struct vsched_vm *vm;
 	pthread_t vt[NVCPUS], pt[NPOSTERS], wd;
 	static const struct {

@@ -74,9 +74,13 @@ static inline struct vsched_vm *make_vm(const struct vsched_host_ops *ops,
 					uint64_t poll_ns)
 {
 	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
+	struct vsched_poll_params pp;
 	struct vsched_vm *vm = NULL;
+	/* 0: never poll; otherwise a fixed window. */
+	vsched_poll_defaults(poll_ns ? VSCHED_POLL_FIXED : VSCHED_POLL_NONE,
+			     poll_ns, &pp);
 	cfg.ops = ops;
-	cfg.poll_ns = poll_ns;
+	cfg.poll = &pp;
 	assert_int_equal(vsched_vm_create(&cfg, &vm), 0);
 	return vm;
 }

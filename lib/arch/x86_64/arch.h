@@ -6,6 +6,9 @@
 #error "do not include arch/x86_64/arch.h directly; include arch/arch.h"
 #endif
 
+/* KVM's default halt_poll_ns on x86. */
+#define VSCHED__ARCH_POLL_MAX_NS 200000u
+
 #define VSCHED__ARCH_NAME "x86_64"
 
 static inline void vsched__relax(void)

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file poll.h
+ * @brief Poll policies: how long a halted vCPU (or any waiter) polls before
+ * it sleeps.
+ *
+ * A policy is a pure function of its parameters and a small per-waiter
+ * state: vsched_poll_window() says how long to poll, vsched_poll_update()
+ * learns from how the halt went. The block engine calls exactly these, and
+ * so does the trace evaluator (`vsched-bench policy`), so what is measured
+ * is what runs. doc/policies.md explains how to choose.
+ */
+#ifndef VSCHED_POLL_H
+#define VSCHED_POLL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <vsched/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct vsched_vm;
+
+/** Policies (enums only grow at the end). */
+enum vsched_poll_policy {
+	/** Never poll. */
+	VSCHED_POLL_NONE = 0,
+	/** Always poll for max_ns. */
+	VSCHED_POLL_FIXED = 1,
+	/**
+	 * Linux's halt polling: grow from grow_start_ns by x grow when a halt
+	 * was shorter than max_ns but longer than the window; shrink (divide
+	 * by shrink, or reset when shrink is 0; below grow_start_ns means 0)
+	 * after a halt longer than max_ns or an invalid wakeup.
+	 */
+	VSCHED_POLL_KVM = 2,
+	/**
+	 * vsched's: keeps a decaying log2 histogram of halt lengths and polls
+	 * for the window that minimises expected poll CPU plus
+	 * latency_weight x expected sleep-wakeup latency (doc/policies.md).
+	 */
+	VSCHED_POLL_ADAPTIVE = 3,
+};
+
+/** Policy parameters. vsched_poll_defaults() fills them; then adjust. */
+struct vsched_poll_params {
+	/** sizeof(struct vsched_poll_params). */
+	size_t size;
+	/** enum vsched_poll_policy. */
+	unsigned policy;
+	/** Longest window (FIXED: the window; KVM: halt_poll_ns). */
+	uint64_t max_ns;
+	/** KVM: growth factor (Linux default 2; 0 disables growth). */
+	unsigned grow;
+	/** KVM: shrink divisor (Linux >= 6.4 default 2; 0 resets to 0). */
+	unsigned shrink;
+	/** KVM: first non-zero window (Linux default 10 us). */
+	uint64_t grow_start_ns;
+	/** ADAPTIVE: latency a sleep adds to a wakeup (calibrate it). */
+	uint64_t wake_cost_ns;
+	/** ADAPTIVE: ns of poll CPU worth 1 ns of wakeup latency, percent. */
+	unsigned latency_weight_pct;
+	/** ADAPTIVE: history decay, each halt weighs 1/2^decay_shift. */
+	unsigned decay_shift;
+};
+
+/** Number of log2 buckets the ADAPTIVE policy keeps (2^8 .. 2^21 ns). */
+#define VSCHED_POLL_BUCKETS 14
+
+/** Per-waiter policy state. Initialise with vsched_poll_init(). */
+struct vsched_poll_state {
+	/** Current window in ns (KVM: vcpu->halt_poll_ns). */
+	uint64_t window_ns;
+	/** ADAPTIVE: decayed halt counts per bucket (fixed point, 2^16). */
+	uint32_t hist[VSCHED_POLL_BUCKETS];
+	/** Halts seen. */
+	uint64_t halts;
+};
+
+/**
+ * Default parameters for a policy with an arch maximum `max_ns` (KVM's
+ * halt_poll_ns: x86 200 us, arm64 500 us, power 10 us).
+ * @return 0 or VSCHED_EINVAL (NULL, unknown policy). Any thread.
+ */
+VSCHED_API int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
+				    struct vsched_poll_params *out);
+
+/** Reset a state. @return 0 or VSCHED_EINVAL. Any thread. */
+VSCHED_API int vsched_poll_init(const struct vsched_poll_params *p,
+				struct vsched_poll_state *s);
+
+/**
+ * The window to poll for in the next halt (0: sleep at once).
+ * Context: the state's owner thread.
+ */
+VSCHED_API uint64_t vsched_poll_window(const struct vsched_poll_params *p,
+				       const struct vsched_poll_state *s);
+
+/**
+ * Learn from a halt: it lasted `halt_ns` in all (poll plus sleep, as KVM
+ * measures it), the poll window was `window_ns`, and `valid` is false when
+ * the wakeup found nothing to do. @return 0 or VSCHED_EINVAL.
+ * Context: the state's owner thread.
+ */
+VSCHED_API int vsched_poll_update(const struct vsched_poll_params *p,
+				  struct vsched_poll_state *s,
+				  uint64_t window_ns, uint64_t halt_ns,
+				  bool valid);
+
+/**
+ * Set a VM's policy. Takes effect at each vCPU's next halt, while vCPUs
+ * run, poll and block; per-vCPU state restarts. The old parameters are freed
+ * after an RCU grace period.
+ * @return 0, VSCHED_EINVAL (NULL, bad size or policy) or VSCHED_ENOMEM.
+ * Context: any thread that is not inside vsched on this VM's vCPUs.
+ */
+VSCHED_API int vsched_vm_set_poll(struct vsched_vm *vm,
+				  const struct vsched_poll_params *p);
+
+/**
+ * Read a VM's current policy parameters.
+ * @return 0 or VSCHED_EINVAL. Any thread.
+ */
+VSCHED_API int vsched_vm_get_poll(struct vsched_vm *vm,
+				  struct vsched_poll_params *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VSCHED_POLL_H */

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/* Poll policies: pure functions of (params, state). */
+#include <string.h>
+
+#include "internal.h"
+
+#define HIST_ONE (1u << 16)
+#define BUCKET0_SHIFT 8 /* bucket 0: [0, 512); bucket i: [2^(8+i), 2^(9+i)) */
+
+int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
+			 struct vsched_poll_params *out)
+{
+	if (!out || policy > VSCHED_POLL_ADAPTIVE)
+		return VSCHED_EINVAL;
+	memset(out, 0, sizeof(*out));
+	out->size = sizeof(*out);
+	out->policy = policy;
+	out->max_ns = policy == VSCHED_POLL_NONE ? 0 : max_ns;
+	out->grow = 2;
+	out->shrink = 2;
+	out->grow_start_ns = 10000;
+	out->wake_cost_ns = 50000;
+	out->latency_weight_pct = 100;
+	out->decay_shift = 5;
+	return 0;
+}
+
+static bool params_ok(const struct vsched_poll_params *p)
+{
+	return p && p->size == sizeof(*p) && p->policy <= VSCHED_POLL_ADAPTIVE &&
+	       p->decay_shift < 16;
+}
+
+int vsched_poll_init(const struct vsched_poll_params *p,
+		     struct vsched_poll_state *s)
+{
+	if (!params_ok(p) || !s)
+		return VSCHED_EINVAL;
+	memset(s, 0, sizeof(*s));
+	/* ADAPTIVE starts optimistic (poll the whole window) until it has
+	 * seen halts; KVM starts at 0 as Linux does. */
+	if (p->policy == VSCHED_POLL_FIXED || p->policy == VSCHED_POLL_ADAPTIVE)
+		s->window_ns = p->max_ns;
+	return 0;
+}
+
+uint64_t vsched_poll_window(const struct vsched_poll_params *p,
+			    const struct vsched_poll_state *s)
+{
+	if (!p || !s)
+		return 0;
+	switch (p->policy) {
+	case VSCHED_POLL_FIXED:
+		return p->max_ns;
+	case VSCHED_POLL_KVM:
+	case VSCHED_POLL_ADAPTIVE:
+		return s->window_ns < p->max_ns ? s->window_ns : p->max_ns;
+	default:
+		return 0;
+	}
+}
+
+static void kvm_grow(const struct vsched_poll_params *p,
+		     struct vsched_poll_state *s)
+{
+	uint64_t val = s->window_ns;
+	if (!p->grow)
+		return;
+	val *= p->grow;
+	if (val < p->grow_start_ns)
+		val = p->grow_start_ns;
+	s->window_ns = val;
+}
+
+static void kvm_shrink(const struct vsched_poll_params *p,
+		       struct vsched_poll_state *s)
+{
+	uint64_t val = p->shrink ? s->window_ns / p->shrink : 0;
+	if (val < p->grow_start_ns)
+		val = 0;
+	s->window_ns = val;
+}
+
+static void kvm_update(const struct vsched_poll_params *p,
+		       struct vsched_poll_state *s, uint64_t halt_ns, bool valid)
+{
+	/* Linux clamps the window to the maximum before each halt. */
+	if (s->window_ns > p->max_ns)
+		s->window_ns = p->max_ns;
+	if (!valid)
+		kvm_shrink(p, s);
+	else if (!p->max_ns)
+		s->window_ns = 0;
+	else if (halt_ns <= s->window_ns)
+		; /* polling covered it */
+	else if (s->window_ns && halt_ns > p->max_ns)
+		kvm_shrink(p, s); /* long halt */
+	else if (s->window_ns < p->max_ns && halt_ns < p->max_ns)
+		kvm_grow(p, s); /* short halt, window too small */
+}
+
+static unsigned bucket_of(uint64_t ns)
+{
+	unsigned b;
+	if (ns < (1u << (BUCKET0_SHIFT + 1)))
+		return 0;
+	b = 63u - (unsigned)__builtin_clzll(ns) - BUCKET0_SHIFT;
+	return b < VSCHED_POLL_BUCKETS ? b : VSCHED_POLL_BUCKETS - 1;
+}
+
+/*
+ * Choose the window among the bucket edges (and 0) that minimises
+ *   J(W) = sum over halts of: D        if D <= W (polled: CPU D, latency ~0)
+ *                             W + l*C  if D >  W (poll wasted, then sleep)
+ * with C = wake_cost_ns and l = latency_weight. A bucket counts as covered
+ * by W when its upper edge is <= W; its halts are taken at 3/4 of the edge.
+ * The last bucket is open-ended and never covered.
+ */
+static uint64_t adaptive_choose(const struct vsched_poll_params *p,
+				const struct vsched_poll_state *s)
+{
+	uint64_t total = 0, below_cost = 0, best_w = 0, best_j;
+	/* Clamp so that the sums below cannot overflow (2^31 x 2^32). */
+	const uint64_t lc = (p->wake_cost_ns < (UINT64_C(1) << 30)
+				     ? p->wake_cost_ns
+				     : (UINT64_C(1) << 30)) *
+			    (p->latency_weight_pct < 400 ? p->latency_weight_pct : 400) /
+			    100;
+
+	for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++)
+		total += s->hist[i];
+	if (!total)
+		return p->max_ns;
+	/* W = 0: every halt sleeps. */
+	best_j = total * lc;
+	for (unsigned i = 0; i + 1 < VSCHED_POLL_BUCKETS; i++) {
+		uint64_t edge = UINT64_C(1) << (BUCKET0_SHIFT + 1 + i);
+		uint64_t above, j;
+		if (edge > p->max_ns)
+			break;
+		below_cost += (uint64_t)s->hist[i] * (edge / 4 * 3);
+		total -= s->hist[i];
+		above = total;
+		j = below_cost + above * (edge + lc);
+		if (j < best_j) {
+			best_j = j;
+			best_w = edge;
+		}
+	}
+	return best_w;
+}
+
+static void adaptive_update(const struct vsched_poll_params *p,
+			    struct vsched_poll_state *s, uint64_t window_ns,
+			    uint64_t halt_ns)
+{
+	uint64_t d = halt_ns;
+	/* A halt that outlived the window slept, and its length includes the
+	 * wakeup latency: take that out, but keep it beyond the window. */
+	if (d > window_ns) {
+		d = d > p->wake_cost_ns ? d - p->wake_cost_ns : 0;
+		if (d <= window_ns)
+			d = window_ns + 1;
+	}
+	for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++)
+		s->hist[i] -= s->hist[i] >> p->decay_shift;
+	s->hist[bucket_of(d)] += HIST_ONE;
+	s->window_ns = adaptive_choose(p, s);
+}
+
+int vsched_poll_update(const struct vsched_poll_params *p,
+		       struct vsched_poll_state *s, uint64_t window_ns,
+		       uint64_t halt_ns, bool valid)
+{
+	if (!params_ok(p) || !s)
+		return VSCHED_EINVAL;
+	s->halts++;
+	switch (p->policy) {
+	case VSCHED_POLL_KVM:
+		kvm_update(p, s, halt_ns, valid);
+		break;
+	case VSCHED_POLL_ADAPTIVE:
+		if (valid)
+			adaptive_update(p, s, window_ns, halt_ns);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The VM's policy, published with RCU (liburcu-bp: threads register
+ * themselves on first use, so a hypervisor's own liburcu flavour is never
+ * disturbed). Readers copy the parameters out in a short read-side section
+ * and run the policy on their copy. */
+
+#include <urcu/urcu-bp.h>
+
+int vsched__poll_install(struct vsched_vm *vm, const struct vsched_poll_params *p)
+{
+	struct vsched__poll_cfg *cfg, *old;
+
+	if (!params_ok(p))
+		return VSCHED_EINVAL;
+	cfg = vsched__alloc(&vm->alloc, sizeof(*cfg));
+	if (!cfg)
+		return VSCHED_ENOMEM;
+	cfg->p = *p;
+	pthread_mutex_lock(&vm->lock);
+	cfg->gen = ++vm->poll_gen;
+	old = atomic_exchange_explicit(&vm->poll, cfg, memory_order_seq_cst);
+	pthread_mutex_unlock(&vm->lock);
+	if (old) {
+		urcu_bp_synchronize_rcu();
+		vsched__free(&vm->alloc, old, sizeof(*old));
+	}
+	return 0;
+}
+
+void vsched__poll_release(struct vsched_vm *vm)
+{
+	struct vsched__poll_cfg *cfg = atomic_exchange(&vm->poll, NULL);
+	vsched__free(&vm->alloc, cfg, sizeof(*cfg));
+}
+
+void vsched__poll_read(struct vsched_vm *vm, struct vsched__poll_cfg *out)
+{
+	urcu_bp_read_lock();
+	*out = *atomic_load_explicit(&vm->poll, memory_order_acquire);
+	urcu_bp_read_unlock();
+}
+
+int vsched_thread_init(void)
+{
+	urcu_bp_register_thread();
+	return 0;
+}
+
+int vsched_vm_set_poll(struct vsched_vm *vm, const struct vsched_poll_params *p)
+{
+	if (!vm)
+		return VSCHED_EINVAL;
+	return vsched__poll_install(vm, p);
+}
+
+int vsched_vm_get_poll(struct vsched_vm *vm, struct vsched_poll_params *out)
+{
+	struct vsched__poll_cfg cfg;
+
+	if (!vm || !out)
+		return VSCHED_EINVAL;
+	vsched__poll_read(vm, &cfg);
+	*out = cfg.p;
+	return 0;
+}
