@@ -1,0 +1,531 @@
+/* SPDX-License-Identifier: MIT */
+/* The block engine: hook order on every exit path, every veto, the idle
+ * fast path, fd wake sources, generic waiters, and the syscall allow-list
+ * under a real seccomp filter. */
+#define _GNU_SOURCE
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <stdatomic.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+enum { K_REQ = 1 };
+
+/* --- a host that logs hooks: B blocking, E has_event, W wait, U unblocking */
+
+static char hooklog[4096];
+static unsigned nlog, events_after = ~0u, nevent_calls;
+static bool veto_arch, veto_contended;
+
+static void logc(char c)
+{
+	if (nlog + 1 < sizeof(hooklog))
+		hooklog[nlog++] = c;
+	hooklog[nlog] = 0;
+}
+
+static void h_blocking(struct vsched_vcpu *v, void *c) { (void)v, (void)c; logc('B'); }
+static void h_unblocking(struct vsched_vcpu *v, void *c) { (void)v, (void)c; logc('U'); }
+static bool h_has_event(struct vsched_vcpu *v, void *c)
+{
+	(void)v, (void)c;
+	if (nlog == 0 || hooklog[nlog - 1] != 'E')
+		logc('E');
+	return ++nevent_calls > events_after;
+}
+static bool h_no_poll(struct vsched_vcpu *v, void *c) { (void)v, (void)c; return veto_arch; }
+static bool h_contended(struct vsched_vcpu *v, void *c) { (void)v, (void)c; return veto_contended; }
+
+static int wait_post(struct fake_host *h, uint32_t *w, uint32_t exp, uint64_t dl)
+{
+	logc('W');
+	(void)dl;
+	assert_int_equal(vsched_post(h->vcpu, K_REQ), 0);
+	return __atomic_load_n(w, __ATOMIC_SEQ_CST) != exp ? 0 : -110;
+}
+static int wait_timeout(struct fake_host *h, uint32_t *w, uint32_t exp, uint64_t dl)
+{
+	(void)w, (void)exp;
+	logc('W');
+	h->now = dl;
+	return -110;
+}
+static int wait_signal(struct fake_host *h, uint32_t *w, uint32_t exp, uint64_t dl)
+{
+	(void)h, (void)w, (void)exp, (void)dl;
+	logc('W');
+	return -4;
+}
+static void tick(struct fake_host *h) { h->now += 10; }
+
+struct rig {
+	struct fake_host h;
+	struct vsched_host_ops ops;
+	struct vsched_vm *vm;
+	struct vsched_vcpu *v;
+};
+
+static void rig_up(struct rig *r, unsigned policy, uint64_t max_ns)
+{
+	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
+	struct vsched_poll_params pp;
+	memset(r, 0, sizeof(*r));
+	r->h.on_clock = tick;
+	r->ops = fake_ops(&r->h);
+	r->ops.blocking = h_blocking;
+	r->ops.unblocking = h_unblocking;
+	r->ops.has_event = h_has_event;
+	r->ops.no_poll = h_no_poll;
+	r->ops.contended = h_contended;
+	vsched_poll_defaults(policy, max_ns, &pp);
+	cfg.ops = &r->ops;
+	cfg.poll = &pp;
+	assert_int_equal(vsched_vm_create(&cfg, &r->vm), 0);
+	declare(r->vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(r->vm, 0), 0);
+	r->v = r->h.vcpu = make_vcpu(r->vm, 0);
+	nlog = 0;
+	hooklog[0] = 0;
+	events_after = ~0u;
+	nevent_calls = 0;
+	veto_arch = veto_contended = false;
+}
+
+static void assert_hooks_wrap(void)
+{
+	unsigned u = 0;
+	assert_true(nlog >= 2);
+	assert_int_equal(hooklog[0], 'B');
+	assert_int_equal(hooklog[nlog - 1], 'U');
+	for (unsigned i = 0; i < nlog; i++)
+		u += hooklog[i] == 'U';
+	assert_int_equal(u, 1);
+}
+
+static void test_hooks_every_path(void **state)
+{
+	struct rig r;
+	struct vsched_block_result res = { .size = sizeof(res) };
+	(void)state;
+
+	/* Pending at entry. */
+	rig_up(&r, VSCHED_POLL_FIXED, 100000);
+	vsched_post(r.v, K_REQ);
+	assert_int_equal(vsched_vcpu_block_ex(r.v, 1000000, &res), VSCHED_WAKE_REQUEST);
+	assert_string_equal(hooklog, "BU");
+	vsched_service(r.v);
+
+	/* Polling wins on an arch event: blocking ran before the first poll
+	 * check, and nothing slept. */
+	nlog = 0;
+	nevent_calls = 0;
+	events_after = 3;
+	assert_int_equal(vsched_vcpu_block_ex(r.v, 1000000, &res), VSCHED_WAKE_EVENT);
+	assert_string_equal(hooklog, "BEU");
+	assert_true(res.poll_won);
+	assert_int_equal(r.h.waits, 0);
+	struct vsched_vcpu_stats s = stats_of(r.v);
+	assert_int_equal(s.halt.halt_attempted_poll, 1);
+	assert_int_equal(s.halt.halt_successful_poll, 1);
+	vsched_vm_destroy(r.vm);
+
+	/* Woken while sleeping (after a failed poll). */
+	rig_up(&r, VSCHED_POLL_FIXED, 1000);
+	r.h.on_wait = wait_post;
+	assert_int_equal(vsched_vcpu_block_ex(r.v, 1000000, &res), VSCHED_WAKE_REQUEST);
+	assert_hooks_wrap();
+	assert_non_null(strstr(hooklog, "EW"));
+	assert_false(res.poll_won);
+	s = stats_of(r.v);
+	assert_int_equal(s.halt.halt_attempted_poll, 1);
+	assert_int_equal(s.halt.halt_successful_poll, 0);
+	assert_int_equal(s.halt.halt_wakeup, 1);
+	/* The poster moved the word back: the return skipped store+fence. */
+	assert_int_equal(s.halt.idle_fastpath_skips, 1);
+	assert_int_equal(s.halt.idle_fastpath_stores, 0);
+	vsched_vm_destroy(r.vm);
+
+	/* Deadline while asleep: the way back stores and fences itself. */
+	rig_up(&r, VSCHED_POLL_NONE, 0);
+	r.h.on_wait = wait_timeout;
+	assert_int_equal(vsched_vcpu_block_ex(r.v, 5000, &res), VSCHED_WAKE_DEADLINE);
+	assert_hooks_wrap();
+	s = stats_of(r.v);
+	assert_int_equal(s.halt.idle_fastpath_skips, 0);
+	assert_int_equal(s.halt.idle_fastpath_stores, 1);
+	assert_int_equal(s.halt.halt_attempted_poll, 0);
+	assert_true(s.halt.halt_wait_ns > 0);
+
+	/* Signal. */
+	nlog = 0;
+	r.h.on_wait = wait_signal;
+	assert_int_equal(vsched_vcpu_block(r.v, VSCHED_DEADLINE_NONE), VSCHED_WAKE_SIGNAL);
+	assert_hooks_wrap();
+
+	/* Zero deadline: check once, never sleep, hooks still paired. */
+	nlog = 0;
+	unsigned waits = r.h.waits;
+	assert_int_equal(vsched_vcpu_block(r.v, 0), VSCHED_WAKE_DEADLINE);
+	assert_string_equal(hooklog, "BEU");
+	assert_int_equal(r.h.waits, waits);
+
+	/* Deadline inside the poll window. */
+	vsched_vm_destroy(r.vm);
+	rig_up(&r, VSCHED_POLL_FIXED, 1000000);
+	assert_int_equal(vsched_vcpu_block(r.v, 2000), VSCHED_WAKE_DEADLINE);
+	assert_hooks_wrap();
+	assert_int_equal(r.h.waits, 0);
+	vsched_vm_destroy(r.vm);
+}
+
+static void expect_veto(struct rig *r)
+{
+	struct vsched_block_result res = { .size = sizeof(res) };
+	r->h.on_wait = wait_timeout;
+	nlog = 0;
+	assert_int_equal(vsched_vcpu_block_ex(r->v, r->h.now + 100000, &res),
+			 VSCHED_WAKE_DEADLINE);
+	assert_true(res.vetoed);
+	assert_int_equal(res.poll_ns, 0);
+	/* Checked once before sleeping and once after arming: no polling. */
+	assert_string_equal(hooklog, "BEWU");
+}
+
+static void test_vetoes(void **state)
+{
+	struct rig r;
+	(void)state;
+
+	rig_up(&r, VSCHED_POLL_FIXED, 50000);
+	veto_arch = true;
+	expect_veto(&r);
+	veto_arch = false;
+	veto_contended = true;
+	expect_veto(&r);
+	veto_contended = false;
+	assert_int_equal(vsched_vcpu_set_guest_poll(r.v, false), 0);
+	expect_veto(&r);
+	assert_int_equal(stats_of(r.v).halt.halt_poll_vetoed, 3);
+	assert_int_equal(vsched_vcpu_set_guest_poll(r.v, true), 0);
+	/* No veto: it polls (and here fails, then sleeps). */
+	struct vsched_block_result res = { .size = sizeof(res) };
+	assert_int_equal(vsched_vcpu_block_ex(r.v, r.h.now + 100000, &res),
+			 VSCHED_WAKE_DEADLINE);
+	assert_false(res.vetoed);
+	assert_true(res.poll_ns > 0);
+	vsched_vm_destroy(r.vm);
+
+	/* vsched's own contention check: more runnable vCPUs than CPUs. */
+	cpu_set_t cpus;
+	assert_int_equal(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
+	unsigned ncpus = (unsigned)CPU_COUNT(&cpus);
+	if (ncpus >= 255) {
+		skip();
+		return;
+	}
+	rig_up(&r, VSCHED_POLL_FIXED, 50000);
+	struct vsched_vcpu *extra[256];
+	for (unsigned i = 0; i < ncpus; i++) {
+		extra[i] = make_vcpu(r.vm, i + 1);
+		vsched_post(extra[i], K_REQ);
+		/* Returns at once; the vCPU now counts as running. */
+		assert_int_equal(vsched_vcpu_block(extra[i], 1000), VSCHED_WAKE_REQUEST);
+	}
+	expect_veto(&r);
+	/* One fewer running vCPU: polling is allowed again. */
+	vsched_vcpu_destroy(extra[0]);
+	assert_int_equal(vsched_vcpu_block_ex(r.v, r.h.now + 100000, &res),
+			 VSCHED_WAKE_DEADLINE);
+	assert_false(res.vetoed);
+	vsched_vm_destroy(r.vm);
+}
+
+/* --- fds, with the real default host ops --- */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct later {
+	int fd;
+	struct vsched_vcpu *v;
+	unsigned ms;
+};
+
+static void *write_later(void *arg)
+{
+	struct later *l = arg;
+	uint64_t one = 1;
+	usleep(l->ms * 1000);
+	if (l->v)
+		vsched_post(l->v, K_REQ);
+	else if (write(l->fd, &one, sizeof(one)) != sizeof(one))
+		abort();
+	return NULL;
+}
+
+static void test_fd_wake_source(void **state)
+{
+	struct vsched_block_result res = { .size = sizeof(res) };
+	pthread_t t;
+	uint64_t junk;
+	(void)state;
+
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_vcpu *v = make_vcpu(vm, 0);
+	int efd = eventfd(0, EFD_NONBLOCK);
+	int other = eventfd(0, EFD_NONBLOCK);
+	assert_true(efd >= 0 && other >= 0);
+
+	assert_int_equal(vsched_vcpu_fd_add(v, efd, EPOLLIN, 42), 0);
+	assert_int_equal(vsched_vcpu_fd_add(v, other, EPOLLIN, 0), 0);
+	assert_int_equal(vsched_vcpu_fd_add(v, efd, EPOLLIN, 43), VSCHED_EEXIST);
+	assert_int_equal(vsched_vcpu_fd_add(v, -1, EPOLLIN, 1), VSCHED_EINVAL);
+	assert_int_equal(vsched_vcpu_fd_add(v, efd, EPOLLIN | EPOLLET, 1), VSCHED_EINVAL);
+
+	/* A write on the fd wakes the sleeper, with its tag. */
+	struct later l = { .fd = efd, .ms = 20 };
+	pthread_create(&t, NULL, write_later, &l);
+	assert_int_equal(vsched_vcpu_block_ex(v, VSCHED_DEADLINE_NONE, &res), VSCHED_WAKE_FD);
+	pthread_join(t, NULL);
+	assert_int_equal(res.nready, 1);
+	assert_int_equal(res.tags[0], 42);
+	/* Level-triggered: still readable, so it reports it again at once. */
+	assert_int_equal(vsched_vcpu_block_ex(v, VSCHED_DEADLINE_NONE, &res), VSCHED_WAKE_FD);
+	assert_int_equal(res.tags[0], 42);
+	assert_int_equal(read(efd, &junk, sizeof(junk)), sizeof(junk));
+
+	/* A post wakes it through the kick eventfd. */
+	struct later p = { .v = v, .ms = 20 };
+	pthread_create(&t, NULL, write_later, &p);
+	assert_int_equal(vsched_vcpu_block_ex(v, VSCHED_DEADLINE_NONE, &res),
+			 VSCHED_WAKE_REQUEST);
+	pthread_join(t, NULL);
+	assert_int_equal(res.nready, 0);
+	vsched_service(v);
+
+	/* Deadline, through the timerfd: not before it. */
+	uint64_t t0 = mono_ns();
+	assert_int_equal(vsched_vcpu_block(v, t0 + 20000000), VSCHED_WAKE_DEADLINE);
+	assert_true(mono_ns() >= t0 + 20000000);
+
+	/* A zero deadline never sleeps, even with an fd ready. */
+	assert_int_equal(write(efd, &(uint64_t){ 1 }, 8), 8);
+	assert_int_equal(vsched_vcpu_block(v, 0), VSCHED_WAKE_DEADLINE);
+
+	/* Removed fds no longer wake it. */
+	assert_int_equal(vsched_vcpu_fd_del(v, efd), 0);
+	assert_int_equal(vsched_vcpu_fd_del(v, efd), -ENOENT);
+	assert_int_equal(vsched_vcpu_block(v, mono_ns() + 5000000), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(stats_of(v).halt.halt_wakeup, 1);
+
+	vsched_vm_destroy(vm);
+	close(efd);
+	close(other);
+}
+
+/* --- generic waiter --- */
+
+static atomic_int ring_has_entry;
+static bool ring_ready(void *arg)
+{
+	(void)arg;
+	return atomic_load(&ring_has_entry) != 0;
+}
+
+static struct vsched_waiter *the_waiter;
+static int kick_result;
+static int produce_while_blocked(struct fake_host *h, uint32_t *w, uint32_t exp,
+				 uint64_t dl)
+{
+	(void)h, (void)dl;
+	atomic_store(&ring_has_entry, 1);
+	kick_result = vsched_waiter_kick(the_waiter);
+	return __atomic_load_n(w, __ATOMIC_SEQ_CST) != exp ? 0 : -110;
+}
+
+static void test_generic_waiter(void **state)
+{
+	struct fake_host h = { .on_clock = tick, .on_wait = produce_while_blocked };
+	struct vsched_host_ops ops = fake_ops(&h);
+	struct vsched_block_result res = { .size = sizeof(res) };
+	struct vsched_halt_stats hs;
+	(void)state;
+	struct vsched_vm *vm = make_vm(&ops, 2000);
+	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+
+	assert_int_equal(vsched_waiter_create(vm, ring_ready, NULL, &the_waiter), 0);
+	/* No consumer armed: the producer needs no wakeup. */
+	atomic_store(&ring_has_entry, 0);
+	assert_int_equal(vsched_waiter_kick(the_waiter), 0);
+	/* The consumer polls 2 us, arms "needs kick", sleeps; the producer
+	 * publishes and must wake it. */
+	assert_int_equal(vsched_waiter_wait(the_waiter, VSCHED_DEADLINE_NONE, &res),
+			 VSCHED_WAKE_REQUEST);
+	assert_int_equal(kick_result, 1);
+	assert_int_equal(h.wakes, 1);
+	assert_int_equal(vsched_waiter_stats(the_waiter, &hs), 0);
+	assert_int_equal(hs.halt_wakeup, 1);
+	assert_int_equal(hs.halt_attempted_poll, 1);
+	assert_int_equal(hs.idle_fastpath_skips, 1);
+	/* Condition already true: returns without sleeping. */
+	assert_int_equal(vsched_waiter_wait(the_waiter, VSCHED_DEADLINE_NONE, &res),
+			 VSCHED_WAKE_REQUEST);
+	assert_int_equal(h.waits, 1);
+	/* Bad input. */
+	assert_int_equal(vsched_waiter_create(NULL, ring_ready, NULL, &the_waiter), VSCHED_EINVAL);
+	assert_int_equal(vsched_waiter_create(vm, NULL, NULL, &the_waiter), VSCHED_EINVAL);
+	assert_int_equal(vsched_waiter_wait(NULL, 0, NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_waiter_kick(NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_waiter_fd_add(NULL, 0, EPOLLIN, 0), VSCHED_EINVAL);
+	assert_int_equal(vsched_waiter_stats(NULL, &hs), VSCHED_EINVAL);
+	assert_int_equal(vsched_waiter_destroy(NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_waiter_destroy(the_waiter), 0);
+	vsched_vm_destroy(vm);
+}
+
+/* --- seccomp: the documented allow-list --- */
+
+static atomic_int go_post;
+static struct vsched_vcpu *sc_v[2];
+
+static void *sc_waker(void *arg)
+{
+	(void)arg;
+	for (int round = 1; round <= 2; round++) {
+		while (atomic_load(&go_post) < round)
+			usleep(100);
+		usleep(2000);
+		vsched_post(sc_v[round - 1], K_REQ);
+	}
+	return NULL;
+}
+
+static int install_allow_list(void)
+{
+	/* Only what DESIGN.md promises, plus exit for the end. */
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_futex, 8, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_epoll_pwait, 7, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_read, 6, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_write, 5, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_timerfd_settime, 4, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clock_gettime, 3, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_exit_group, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_exit, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
+static int seccomp_child(void)
+{
+	struct vsched_vm_config cfg = { .size = sizeof(cfg) }; /* adaptive */
+	struct vsched_request_desc d = { .name = "req" };
+	struct vsched_vm *vm;
+	pthread_t t;
+	int efd = eventfd(0, EFD_NONBLOCK);
+
+	if (vsched_vm_create(&cfg, &vm) || vsched_request_declare(vm, K_REQ, &d) ||
+	    vsched_request_finalize(vm, 0) || vsched_vcpu_create(vm, 0, NULL, &sc_v[0]) ||
+	    vsched_vcpu_create(vm, 1, NULL, &sc_v[1]) ||
+	    vsched_vcpu_fd_add(sc_v[1], efd, EPOLLIN, 7))
+		return 10;
+	pthread_create(&t, NULL, sc_waker, NULL);
+	vsched_thread_init();
+	if (install_allow_list())
+		return 11;
+	/* futex path: timeout, then a wakeup */
+	if (vsched_vcpu_block(sc_v[0], mono_ns() + 1000000) != VSCHED_WAKE_DEADLINE)
+		return 12;
+	atomic_store(&go_post, 1);
+	if (vsched_vcpu_block(sc_v[0], VSCHED_DEADLINE_NONE) != VSCHED_WAKE_REQUEST)
+		return 13;
+	if (vsched_service(sc_v[0]) != 1)
+		return 14;
+	/* epoll path: timeout, then a wakeup */
+	if (vsched_vcpu_block(sc_v[1], mono_ns() + 1000000) != VSCHED_WAKE_DEADLINE)
+		return 15;
+	atomic_store(&go_post, 2);
+	if (vsched_vcpu_block(sc_v[1], VSCHED_DEADLINE_NONE) != VSCHED_WAKE_REQUEST)
+		return 16;
+	syscall(SYS_exit_group, 0);
+	return 17;
+}
+
+static void test_seccomp_allow_list(void **state)
+{
+	int status;
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(seccomp_child());
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		fail_msg("killed by signal %d: a syscall outside the allow-list",
+			 WTERMSIG(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void test_block_bad_input(void **state)
+{
+	struct vsched_block_result small = { .size = 4 };
+	(void)state;
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_vcpu *v = make_vcpu(vm, 0);
+	vsched_post(v, K_REQ);
+	assert_int_equal(vsched_vcpu_block_ex(NULL, 0, NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_vcpu_block_ex(v, 0, &small), VSCHED_EINVAL);
+	assert_int_equal(vsched_vcpu_kick(NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_vcpu_set_guest_poll(NULL, true), VSCHED_EINVAL);
+	assert_int_equal(vsched_vcpu_fd_add(NULL, 0, EPOLLIN, 0), VSCHED_EINVAL);
+	assert_int_equal(vsched_vcpu_fd_del(NULL, 0), VSCHED_EINVAL);
+	assert_int_equal(vsched_vcpu_fd_del(v, 0), VSCHED_EINVAL); /* none added */
+	assert_int_equal(vsched_vcpu_fd_add(v, 0, 0, 0), VSCHED_EINVAL);
+	assert_int_equal(vsched_thread_init(), 0);
+	/* The request posted first survived all of it. */
+	assert_int_equal(vsched_vcpu_kick(v), 0);
+	assert_int_equal(vsched_service(v), 1);
+	vsched_vcpu_destroy(v);
+	assert_int_equal(vsched_vcpu_kick(v), VSCHED_ESHUTDOWN);
+	vsched_vm_destroy(vm);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hooks_every_path),
+		cmocka_unit_test(test_vetoes),
+		cmocka_unit_test(test_fd_wake_source),
+		cmocka_unit_test(test_generic_waiter),
+		cmocka_unit_test(test_seccomp_allow_list),
+		cmocka_unit_test(test_block_bad_input),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

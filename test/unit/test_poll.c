@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/* Poll policies as pure functions: the kvm policy reproduces Linux's
+ * grow/shrink sequence; adaptive follows the halt distribution. */
+#include "common.h"
+
+static uint64_t halt(const struct vsched_poll_params *p,
+		     struct vsched_poll_state *s, uint64_t halt_ns, bool valid)
+{
+	uint64_t w = vsched_poll_window(p, s);
+	assert_int_equal(vsched_poll_update(p, s, w, halt_ns, valid), 0);
+	return vsched_poll_window(p, s);
+}
+
+/* A halt whose wakeup comes `d` ns in, as the engine reports it: polled
+ * when the window covers it, else slept, and the sleep adds wake_cost. */
+static uint64_t wake_at(const struct vsched_poll_params *p,
+			struct vsched_poll_state *s, uint64_t d)
+{
+	uint64_t w = vsched_poll_window(p, s);
+	assert_int_equal(vsched_poll_update(p, s, w, d <= w ? d : d + p->wake_cost_ns,
+					    true), 0);
+	return vsched_poll_window(p, s);
+}
+
+static void test_kvm_sequence(void **state)
+{
+	struct vsched_poll_params p;
+	struct vsched_poll_state s;
+	(void)state;
+
+	/* Linux >= 6.4 defaults: max 200 us, grow x2 from 10 us, shrink /2. */
+	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_KVM, 200000, &p), 0);
+	assert_int_equal(vsched_poll_init(&p, &s), 0);
+	assert_int_equal(vsched_poll_window(&p, &s), 0);
+	/* Short halts grow it: 0 -> grow_start -> x2 ... */
+	assert_int_equal(halt(&p, &s, 5000, true), 10000);
+	assert_int_equal(halt(&p, &s, 15000, true), 20000);
+	/* A halt the window covered changes nothing. */
+	assert_int_equal(halt(&p, &s, 15000, true), 20000);
+	assert_int_equal(halt(&p, &s, 30000, true), 40000);
+	assert_int_equal(halt(&p, &s, 50000, true), 80000);
+	assert_int_equal(halt(&p, &s, 90000, true), 160000);
+	/* Grows past the maximum, and is clamped to it at the next halt. */
+	assert_int_equal(s.window_ns, 160000);
+	assert_int_equal(halt(&p, &s, 170000, true), 200000);
+	assert_int_equal(s.window_ns, 320000);
+	/* A halt longer than the maximum shrinks: 200 -> 100 -> 50 -> 25 ->
+	 * 12.5 -> below grow_start: 0. */
+	assert_int_equal(halt(&p, &s, 300000, true), 100000);
+	assert_int_equal(halt(&p, &s, 300000, true), 50000);
+	assert_int_equal(halt(&p, &s, 300000, true), 25000);
+	assert_int_equal(halt(&p, &s, 300000, true), 12500);
+	assert_int_equal(halt(&p, &s, 300000, true), 0);
+	/* With no window, a long halt leaves it at 0. */
+	assert_int_equal(halt(&p, &s, 300000, true), 0);
+	/* An invalid wakeup shrinks even when short. */
+	assert_int_equal(halt(&p, &s, 1000, true), 10000);
+	assert_int_equal(halt(&p, &s, 1000, true), 10000);
+	assert_int_equal(halt(&p, &s, 1000, false), 0);
+
+	/* shrink = 0 (Linux before 6.4): a long halt resets to 0. */
+	p.shrink = 0;
+	assert_int_equal(vsched_poll_init(&p, &s), 0);
+	assert_int_equal(halt(&p, &s, 5000, true), 10000);
+	assert_int_equal(halt(&p, &s, 15000, true), 20000);
+	assert_int_equal(halt(&p, &s, 500000, true), 0);
+
+	/* max 0 turns polling off. */
+	p.max_ns = 0;
+	assert_int_equal(vsched_poll_init(&p, &s), 0);
+	assert_int_equal(halt(&p, &s, 5000, true), 0);
+}
+
+static void test_none_fixed(void **state)
+{
+	struct vsched_poll_params p;
+	struct vsched_poll_state s;
+	(void)state;
+	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_NONE, 200000, &p), 0);
+	assert_int_equal(vsched_poll_init(&p, &s), 0);
+	assert_int_equal(halt(&p, &s, 5000, true), 0);
+	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_FIXED, 50000, &p), 0);
+	assert_int_equal(vsched_poll_init(&p, &s), 0);
+	assert_int_equal(vsched_poll_window(&p, &s), 50000);
+	assert_int_equal(halt(&p, &s, 900000, true), 50000);
+}
+
+static void test_adaptive_follows_distribution(void **state)
+{
+	struct vsched_poll_params p;
+	struct vsched_poll_state s;
+	(void)state;
+	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 200000, &p), 0);
+	assert_int_equal(vsched_poll_init(&p, &s), 0);
+	/* Optimistic before it has data. */
+	assert_int_equal(vsched_poll_window(&p, &s), 200000);
+	/* Fast wakeups: the window covers them, and not much more. */
+	for (int i = 0; i < 200; i++)
+		wake_at(&p, &s, 5000);
+	uint64_t w = vsched_poll_window(&p, &s);
+	assert_true(w >= 5000 && w <= 16384);
+	/* Slow wakeups (2 ms, well past the maximum): stop polling. */
+	for (int i = 0; i < 200; i++)
+		wake_at(&p, &s, 2000000);
+	assert_int_equal(vsched_poll_window(&p, &s), 0);
+	/* Back to fast: it comes back, learning from the slept halts with
+	 * the wakeup cost taken out. */
+	for (int i = 0; i < 400; i++)
+		wake_at(&p, &s, 5000);
+	w = vsched_poll_window(&p, &s);
+	assert_true(w >= 5000 && w <= 16384);
+	/* Bimodal 3 us / 2 ms: cover the fast mode only. */
+	for (int i = 0; i < 400; i++)
+		wake_at(&p, &s, i % 2 ? 3000 : 2000000);
+	w = vsched_poll_window(&p, &s);
+	assert_true(w >= 3000 && w <= 8192);
+	/* If latency were worth nothing, never poll. */
+	p.latency_weight_pct = 0;
+	assert_int_equal(halt(&p, &s, 3000, true), 0);
+}
+
+static void test_poll_bad_input(void **state)
+{
+	struct vsched_poll_params p;
+	struct vsched_poll_state s;
+	(void)state;
+	assert_int_equal(vsched_poll_defaults(99, 1, &p), VSCHED_EINVAL);
+	assert_int_equal(vsched_poll_defaults(0, 1, NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_KVM, 1000, &p), 0);
+	assert_int_equal(vsched_poll_init(NULL, &s), VSCHED_EINVAL);
+	assert_int_equal(vsched_poll_init(&p, NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_poll_update(NULL, &s, 0, 0, true), VSCHED_EINVAL);
+	assert_int_equal(vsched_poll_window(NULL, &s), 0);
+	p.size = 3;
+	assert_int_equal(vsched_poll_init(&p, &s), VSCHED_EINVAL);
+	p.size = sizeof(p);
+	p.policy = 7;
+	assert_int_equal(vsched_poll_init(&p, &s), VSCHED_EINVAL);
+
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	assert_int_equal(vsched_vm_set_poll(NULL, &p), VSCHED_EINVAL);
+	assert_int_equal(vsched_vm_set_poll(vm, NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_vm_set_poll(vm, &p), VSCHED_EINVAL);
+	assert_int_equal(vsched_vm_get_poll(NULL, &p), VSCHED_EINVAL);
+	assert_int_equal(vsched_vm_get_poll(vm, NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_vm_get_poll(vm, &p), 0);
+	assert_int_equal(p.policy, VSCHED_POLL_NONE); /* unchanged */
+	vsched_poll_defaults(VSCHED_POLL_KVM, 123000, &p);
+	assert_int_equal(vsched_vm_set_poll(vm, &p), 0);
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(vsched_vm_get_poll(vm, &p), 0);
+	assert_int_equal(p.policy, VSCHED_POLL_KVM);
+	assert_int_equal(p.max_ns, 123000);
+	vsched_vm_destroy(vm);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kvm_sequence),
+		cmocka_unit_test(test_none_fixed),
+		cmocka_unit_test(test_adaptive_follows_distribution),
+		cmocka_unit_test(test_poll_bad_input),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
