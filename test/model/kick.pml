@@ -21,8 +21,15 @@
  * vCPU in the guest or asleep, no posted request is unserviced. A lost kick
  * or a lost wakeup violates it.
  *
+ * Second property, the idle fast path: a vCPU that returns from its sleep
+ * skips the store and barrier back to OUTSIDE only when a poster already
+ * moved the word there; when it leaves by itself (deadline) it exchanges.
+ * Either way, once it runs again the word no longer says BLOCKED, so a
+ * waker is never told "futex wake" for a running vCPU.
+ *
  * Broken variants (each must fail): -DNO_POSTER_FENCE, -DNO_VCPU_FENCE,
- * -DRECHECK_BEFORE_MODE.
+ * -DRECHECK_BEFORE_MODE, -DBROKEN_IDLE_SKIP (skip the store on every way
+ * back).
  */
 
 #define NP 2        /* posters */
@@ -151,6 +158,7 @@ proctype vcpu()
 				:: found -> vbuf!OUTSIDE
 				:: else ->
 					(vfence);  /* futex_wait reads memory */
+sleep_again:
 					atomic {
 						if
 						:: mode == BLOCKED -> sleeping = 1
@@ -158,10 +166,30 @@ proctype vcpu()
 						fi
 					}
 					if
-					:: sleeping == 0 -> skip
+					:: sleeping == 0 ->
+						if
+						:: mode != BLOCKED ->
+							/* woken: a poster moved the
+							 * word to OUTSIDE first, so
+							 * skip the store (fast path) */
+							skip
+						:: else ->
+							/* spurious (a stale futex
+							 * wake): sleep again */
+							goto sleep_again
+						fi
+					:: sleeping == 1 ->
+						/* deadline: leave by ourselves */
+						sleeping = 0;
+#ifndef BROKEN_IDLE_SKIP
+						atomic { mode = OUTSIDE }  /* exchange */
+#else
+						skip
+#endif
 					:: timeout -> assert(!pending); goto done
 					fi;
-					vbuf!OUTSIDE
+					(vfence);
+					assert(mode != BLOCKED)
 				fi
 			fi
 		fi

@@ -15,6 +15,7 @@ kick.pml - pass
 kick.pml NO_POSTER_FENCE fail
 kick.pml NO_VCPU_FENCE fail
 kick.pml RECHECK_BEFORE_MODE fail
+kick.pml BROKEN_IDLE_SKIP fail
 PLAN
 
 while read -r model variant expect; do

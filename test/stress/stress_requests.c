@@ -12,7 +12,8 @@
  * Every 200 ms the posters switch between a dense phase and a sparse one in
  * which a single post at a time is waited for, while vCPUs often block with
  * no deadline: there, a lost wakeup hangs the request and the watchdog fails
- * the run.
+ * the run. A further thread swaps the VM's poll policy every 2 ms (none,
+ * fixed, kvm, adaptive) while the vCPUs poll and block.
  *
  * usage: stress_requests [seconds]
  */
@@ -222,6 +223,27 @@ static void *poster_thread(void *arg)
 	return NULL;
 }
 
+static struct vsched_vm *the_vm;
+static _Atomic uint64_t policy_swaps;
+
+static void *policy_swapper(void *arg)
+{
+	unsigned i = 0;
+	(void)arg;
+	while (!atomic_load(&stop_vcpus)) {
+		struct vsched_poll_params p;
+		unsigned policy = i++ % 4;
+		vsched_poll_defaults(policy, policy == VSCHED_POLL_FIXED ? 20000 : 200000,
+				     &p);
+		if (vsched_vm_set_poll(the_vm, &p) != 0)
+			abort();
+		atomic_fetch_add(&policy_swaps, 1);
+		struct timespec ts = { 0, 2000000 };
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
 static void *watchdog(void *arg)
 {
 	(void)arg;
@@ -249,7 +271,7 @@ int main(int argc, char **argv)
 	struct vsched_host_ops ops = { .kick = kick };
 	struct vsched_vm_config cfg = { .size = sizeof(cfg), .ops = &ops };
 	struct vsched_vm *vm;
-	pthread_t vt[NVCPUS], pt[NPOSTERS], wd;
+	pthread_t vt[NVCPUS], pt[NPOSTERS], wd, sw;
 	static const struct {
 		const char *name;
 		unsigned prio, flags;
@@ -283,6 +305,8 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; i < NPOSTERS; i++)
 		pthread_create(&pt[i], NULL, poster_thread, (void *)(uintptr_t)i);
 	pthread_create(&wd, NULL, watchdog, NULL);
+	the_vm = vm;
+	pthread_create(&sw, NULL, policy_swapper, NULL);
 
 	uint64_t end = now_ns() + (uint64_t)(seconds * 1e9);
 	while (now_ns() < end && !atomic_load(&failed)) {
@@ -307,9 +331,11 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; i < NVCPUS; i++)
 		pthread_join(vt[i], NULL);
 	pthread_join(wd, NULL);
+	pthread_join(sw, NULL);
 
 	int bad = atomic_load(&failed);
 	uint64_t total = 0, kicks = 0, wakeups = 0, cancelled = 0, entries = 0;
+	uint64_t polls_won = 0, polls = 0, skips = 0;
 	for (unsigned i = 0; i < NVCPUS; i++) {
 		struct vsched_vcpu_stats s = { .size = sizeof(s) };
 		vsched_vcpu_stats(vcpus[i].v, &s);
@@ -337,6 +363,9 @@ int main(int argc, char **argv)
 			fprintf(stderr, "FAIL: vCPU %u entry counters disagree\n", i);
 			bad = 1;
 		}
+		polls_won += s.halt.halt_successful_poll;
+		polls += s.halt.halt_attempted_poll;
+		skips += s.halt.idle_fastpath_skips;
 		kicks += s.kicks_sent;
 		wakeups += s.wakeups;
 		cancelled += s.cancelled_entries;
@@ -351,12 +380,17 @@ int main(int argc, char **argv)
 	       (unsigned long long)atomic_load(&lone_posts),
 	       (unsigned long long)atomic_load(&window_hits),
 	       atomic_load(&max_wait_ns) / 1e6);
+	printf("polls won %llu of %llu, idle fast-path skips %llu, policy swaps %llu\n",
+	       (unsigned long long)polls_won, (unsigned long long)polls,
+	       (unsigned long long)skips, (unsigned long long)atomic_load(&policy_swaps));
 	if (atomic_load(&window_hits) == 0) {
 		fprintf(stderr, "FAIL: the race window was never hit\n");
 		bad = 1;
 	}
-	if (wakeups == 0 || kicks == 0) {
-		fprintf(stderr, "FAIL: no wakeup or no kick exercised\n");
+	if (wakeups == 0 || kicks == 0 || polls_won == 0 || polls_won == polls ||
+	    atomic_load(&policy_swaps) < 10) {
+		fprintf(stderr, "FAIL: a path was not exercised (wakeup, kick, "
+				"poll won and lost, policy swap)\n");
 		bad = 1;
 	}
 	vsched_vm_destroy(vm);
