@@ -20,7 +20,7 @@ int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
 	out->shrink = 2;
 	out->grow_start_ns = 10000;
 	out->wake_cost_ns = 50000;
-	out->latency_weight_pct = 100;
+	out->latency_weight = 4;
 	out->decay_shift = 5;
 	return 0;
 }
@@ -110,22 +110,22 @@ static unsigned bucket_of(uint64_t ns)
 
 /*
  * Choose the window among the bucket edges (and 0) that minimises
- *   J(W) = sum over halts of: D        if D <= W (polled: CPU D, latency ~0)
- *                             W + l*C  if D >  W (poll wasted, then sleep)
- * with C = wake_cost_ns and l = latency_weight. A bucket counts as covered
- * by W when its upper edge is <= W; its halts are taken at 3/4 of the edge.
- * The last bucket is open-ended and never covered.
+ *   J(W) = sum over halts of: D      if D <= W (polled: CPU D, no sleep)
+ *                             W + B  if D >  W (poll wasted, then a sleep)
+ * with B = latency_weight x wake_cost_ns, the poll CPU one avoided sleep is
+ * worth. This is ski rental with a known distribution: keep polling while
+ * the expected remaining wait is below B. A bucket counts as covered by W when its upper
+ * edge is <= W; its halts are taken at 3/4 of the edge. The last bucket is
+ * open-ended and never covered.
  */
 static uint64_t adaptive_choose(const struct vsched_poll_params *p,
 				const struct vsched_poll_state *s)
 {
 	uint64_t total = 0, below_cost = 0, best_w = 0, best_j;
-	/* Clamp so that the sums below cannot overflow (2^31 x 2^32). */
-	const uint64_t lc = (p->wake_cost_ns < (UINT64_C(1) << 30)
-				     ? p->wake_cost_ns
-				     : (UINT64_C(1) << 30)) *
-			    (p->latency_weight_pct < 400 ? p->latency_weight_pct : 400) /
-			    100;
+	/* Candidates: 0, and for each bucket its midpoint and upper edge. */
+	/* Clamped so that the sums below cannot overflow (2^31 x 2^32). */
+	const uint64_t b = (uint64_t)p->latency_weight * p->wake_cost_ns;
+	const uint64_t lc = b < (UINT64_C(1) << 31) ? b : (UINT64_C(1) << 31);
 
 	for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++)
 		total += s->hist[i];
@@ -135,13 +135,23 @@ static uint64_t adaptive_choose(const struct vsched_poll_params *p,
 	best_j = total * lc;
 	for (unsigned i = 0; i + 1 < VSCHED_POLL_BUCKETS; i++) {
 		uint64_t edge = UINT64_C(1) << (BUCKET0_SHIFT + 1 + i);
-		uint64_t above, j;
+		uint64_t lo = i ? edge / 2 : 0, mid = lo + (edge - lo) / 2, j;
+		/* Half-way into bucket i: taking its halts as spread evenly,
+		 * half of them are covered, at 3/4 of the way in on average. */
+		if (mid <= p->max_ns) {
+			j = below_cost + (uint64_t)s->hist[i] / 2 * (lo + (mid - lo) / 2) +
+			    (total - s->hist[i] / 2) * (mid + lc);
+			if (j < best_j) {
+				best_j = j;
+				best_w = mid;
+			}
+		}
 		if (edge > p->max_ns)
 			break;
+		/* All of bucket i covered, its halts at 3/4 of the edge. */
 		below_cost += (uint64_t)s->hist[i] * (edge / 4 * 3);
 		total -= s->hist[i];
-		above = total;
-		j = below_cost + above * (edge + lc);
+		j = below_cost + total * (edge + lc);
 		if (j < best_j) {
 			best_j = j;
 			best_w = edge;

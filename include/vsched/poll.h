@@ -39,8 +39,10 @@ enum vsched_poll_policy {
 	VSCHED_POLL_KVM = 2,
 	/**
 	 * vsched's: keeps a decaying log2 histogram of halt lengths and polls
-	 * for the window that minimises expected poll CPU plus
-	 * latency_weight x expected sleep-wakeup latency (doc/policies.md).
+	 * for the window W that minimises the expected cost per halt,
+	 * E[min(D, W)] + P(D > W) x (W + latency_weight x wake_cost_ns): poll
+	 * CPU spent, plus the weighted latency of every halt that ends up
+	 * asleep (doc/policies.md).
 	 */
 	VSCHED_POLL_ADAPTIVE = 3,
 };
@@ -59,10 +61,19 @@ struct vsched_poll_params {
 	unsigned shrink;
 	/** KVM: first non-zero window (Linux default 10 us). */
 	uint64_t grow_start_ns;
-	/** ADAPTIVE: latency a sleep adds to a wakeup (calibrate it). */
+	/**
+	 * ADAPTIVE: latency a sleep adds to a wakeup (default 50 us; calibrate
+	 * it: `vsched-bench policy` measures it). Also taken out of the
+	 * length of slept halts.
+	 */
 	uint64_t wake_cost_ns;
-	/** ADAPTIVE: ns of poll CPU worth 1 ns of wakeup latency, percent. */
-	unsigned latency_weight_pct;
+	/**
+	 * ADAPTIVE: ns of poll CPU worth one ns of wakeup latency. Default 4,
+	 * the rate KVM's defaults imply (a 200 us window against a ~50 us
+	 * sleeping wakeup). Polling continues while the expected remaining
+	 * wait is below latency_weight x wake_cost_ns.
+	 */
+	unsigned latency_weight;
 	/** ADAPTIVE: history decay, each halt weighs 1/2^decay_shift. */
 	unsigned decay_shift;
 };

@@ -114,8 +114,8 @@ static void test_adaptive_follows_distribution(void **state)
 		wake_at(&p, &s, i % 2 ? 3000 : 2000000);
 	w = vsched_poll_window(&p, &s);
 	assert_true(w >= 3000 && w <= 8192);
-	/* If latency were worth nothing, never poll. */
-	p.latency_weight_pct = 0;
+	/* If an avoided sleep were worth nothing, never poll. */
+	p.latency_weight = 0;
 	assert_int_equal(halt(&p, &s, 3000, true), 0);
 }
 
