@@ -449,11 +449,13 @@ struct live {
 	atomic_int done;
 	double lat_sum, cpu_sum;
 	size_t won, halts;
+	uint64_t *lat;
 };
 
 static void *live_waker(void *arg)
 {
 	struct live *l = arg;
+	pin(1);
 	for (size_t i = 0; i < l->n; i++) {
 		while (atomic_load(&l->armed) != (int)i + 1)
 			vsched__relax();
@@ -488,6 +490,7 @@ static struct outcome live_run(const struct pol *pl, const struct trace *t,
 	if (vsched_vm_create(&cfg, &vm) || vsched_request_declare(vm, K_A, &d) ||
 	    vsched_request_finalize(vm, 0) || vsched_vcpu_create(vm, 0, NULL, &l.v))
 		abort();
+	l.lat = malloc(l.n * sizeof(*l.lat));
 	pthread_create(&th, NULL, live_waker, &l);
 	pin(0);
 	for (size_t i = 0; i < l.n; i++) {
@@ -499,7 +502,8 @@ static struct outcome live_run(const struct pol *pl, const struct trace *t,
 		uint64_t t_run = now_ns();
 		vsched_service(l.v);
 		uint64_t tp = atomic_load(&l.t_post);
-		l.lat_sum += t_run > tp ? (double)(t_run - tp) : 0;
+		l.lat[i] = t_run > tp ? t_run - tp : 0;
+		l.lat_sum += (double)l.lat[i];
 		l.cpu_sum += (double)r.poll_ns;
 		l.won += r.poll_won;
 	}
@@ -508,7 +512,9 @@ static struct outcome live_run(const struct pol *pl, const struct trace *t,
 	o.mean_lat = l.lat_sum / (double)l.n;
 	o.cpu_per_halt = l.cpu_sum / (double)l.n;
 	o.won = (double)l.won / (double)l.n;
-	o.p99_lat = -1;
+	qsort(l.lat, l.n, sizeof(*l.lat), cmp_u64);
+	o.p99_lat = (double)l.lat[(l.n * 99) / 100];
+	free(l.lat);
 	return o;
 }
 
@@ -597,7 +603,7 @@ static int bench_policy(void)
 					: replay(&pols[k], &tr[i], c_poll, c_wake);
 		if (!opt_json)
 			printf("\n%-14s %-12s %12s %12s %14s %8s\n", tr[i].name, "policy",
-			       "mean lat us", opt_live ? "" : "p99 lat us", "poll CPU us/halt",
+			       "mean lat us", "p99 lat us", "poll CPU us/halt",
 			       "won %");
 		for (int k = 0; k < 5; k++) {
 			if (!opt_json)
