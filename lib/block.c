@@ -53,7 +53,7 @@ void vsched__sleeper_retire(struct vsched__sleeper *s)
 }
 
 /* Is there a reason to run? Reads only. */
-static int ready(const struct target *t)
+static inline __attribute__((always_inline)) int ready(const struct target *t)
 {
 	if (t->vcpu) {
 		const struct vsched_host_ops *ops = &t->s->vm->ops;
@@ -256,9 +256,9 @@ static int engine(struct target *t, uint64_t deadline,
 		atomic_store_explicit(s->word,
 				      (m & VSCHED__GEN_MASK) | VSCHED_MODE_OUTSIDE_GUEST,
 				      memory_order_relaxed);
-		poll_end = reason ? ops->now_ns(ops->ctx) : now;
+		poll_end = now;
 		if (reason)
-			goto out;
+			goto out; /* won: poll_end is the exit time, below */
 		if (end == deadline) {
 			reason = VSCHED_WAKE_DEADLINE;
 			goto out;
@@ -307,6 +307,8 @@ out:
 	now = ops->now_ns(ops->ctx);
 	halt_ns = now > t0 ? now - t0 : 0;
 	valid = reason != VSCHED_WAKE_SIGNAL;
+	if (attempted && !waited)
+		poll_end = now; /* polling won: it lasted the whole halt */
 
 	if (attempted) {
 		uint64_t pns = poll_end > t0 ? poll_end - t0 : 0;

@@ -93,19 +93,21 @@ struct vsched__poll_cfg {
  * waiters. Owner-thread fields are written only by the thread that blocks;
  * the counters are read by any thread. */
 struct vsched__sleeper {
-	struct vsched_vm *vm;
+	/* Read-mostly: posters read these on every kick decision, so they
+	 * must not share a line with what the owner writes per halt. */
+	struct vsched_vm *vm VSCHED__ALIGNED;
 	_Atomic uint32_t *word;     /* the mode word (futex) */
 	int epfd, evfd, tfd;        /* -1 until an fd is added */
 	_Atomic bool use_evfd;      /* wake through evfd instead of futex */
 	_Atomic bool guest_poll_off;
 	unsigned nfds;
-	int fd_of[32];          /* user fds by slot, -1 when free */
+	int fd_of[32];              /* user fds by slot, -1 when free */
 	uint64_t tag_of[32];
-	/* owner thread only */
-	struct vsched_poll_state poll;
+	/* Owner thread only. */
+	struct vsched_poll_state poll VSCHED__ALIGNED;
 	uint64_t poll_gen;
 	bool counted_runnable;
-	/* written by the owner, read anywhere */
+	/* Written by the owner, read anywhere. */
 	struct {
 		_Atomic uint64_t successful, attempted, invalid;
 		_Atomic uint64_t success_ns, fail_ns, wait_ns, vetoed;

@@ -1,20 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-#define _GNU_SOURCE
-#include <sched.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
 #define VSCHED__DEFAULT_MAX_VCPUS 256
 #define VSCHED__LIMIT_MAX_VCPUS 4096
 
-/* CPUs this process may run on: the contention veto's yardstick. */
+/* Online CPUs: the contention veto's yardstick. Not the calling thread's
+ * affinity, which a VMM often narrows to one CPU before creating the VM. */
 static unsigned online_cpus(void)
 {
-	cpu_set_t set;
-	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-		return (unsigned)CPU_COUNT(&set);
-	return 1;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (unsigned)n : 1;
 }
 
 static void free_vcpu(struct vsched_vm *vm, struct vsched_vcpu *v)
