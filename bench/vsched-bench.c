@@ -12,6 +12,10 @@
  *          poll sees it, services, posts back) against a raw cache-line
  *          ping-pong; blocked round trip (futex path) against a raw futex
  *          ping-pong.
+ * waiter:  an I/O thread waiting on a guest ring at 1000 packets/s: the
+ *          vsched waiter (adaptive policy) against the hand-written loop
+ *          small VMMs use (spin 4096 pauses, then arm and sleep): poll CPU
+ *          per packet and wakeup latency.
  * policy:  replays halt traces (bench/traces/ and any --trace FILE) through
  *          every poll policy's real code, with a cost model calibrated in
  *          the same run; --live also runs them on real threads.
@@ -334,6 +338,119 @@ static void bench_wakeup(void)
 	}
 	report("wakeup", "polled_round_trip", "ns", "raw_spin_pingpong", a, b, opt_runs);
 	report("wakeup", "blocked_round_trip", "ns", "raw_futex_pingpong", c, d, opt_runs);
+}
+
+/* ------------------------------------------------------------------ */
+/* waiter: a guest-ring consumer at a low packet rate */
+
+struct ring {
+	_Alignas(64) _Atomic uint64_t produced;
+	_Alignas(64) _Atomic uint32_t needs_kick;
+	_Atomic uint64_t t_produced;
+	struct vsched_waiter *w;
+	int mode; /* 0: hand-written spin-then-sleep, 1: vsched waiter */
+	long packets;
+	long gap_ns;
+};
+
+static uint64_t ring_seen;
+static bool ring_cond(void *arg)
+{
+	struct ring *r = arg;
+	return atomic_load_explicit(&r->produced, memory_order_acquire) != ring_seen;
+}
+
+static void *ring_producer(void *arg)
+{
+	struct ring *r = arg;
+	uint64_t next = now_ns();
+	pin(1);
+	for (long i = 0; i < r->packets; i++) {
+		next += (uint64_t)r->gap_ns;
+		struct timespec ts = { .tv_sec = (time_t)(next / 1000000000ull),
+				       .tv_nsec = (long)(next % 1000000000ull) };
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+		atomic_store(&r->t_produced, now_ns());
+		atomic_fetch_add_explicit(&r->produced, 1, memory_order_seq_cst);
+		if (r->mode) {
+			vsched_waiter_kick(r->w);
+		} else {
+			atomic_thread_fence(memory_order_seq_cst);
+			if (atomic_exchange(&r->needs_kick, 0))
+				fwake(&r->needs_kick);
+		}
+	}
+	return NULL;
+}
+
+/* Returns poll CPU ns per packet; *lat gets the mean wakeup latency. */
+static double ring_run(int mode, long packets, double *lat)
+{
+	static struct ring r;
+	struct vsched_vm *vm = NULL;
+	pthread_t t;
+	double spin_ns = 0, lat_ns = 0;
+
+	memset(&r, 0, sizeof(r));
+	r.mode = mode;
+	r.packets = packets;
+	r.gap_ns = 1000000;
+	ring_seen = 0;
+	if (mode) {
+		struct vsched_vm_config cfg = { .size = sizeof(cfg) }; /* adaptive */
+		if (vsched_vm_create(&cfg, &vm) || vsched_waiter_create(vm, ring_cond, &r, &r.w))
+			abort();
+	}
+	pthread_create(&t, NULL, ring_producer, &r);
+	pin(0);
+	for (long i = 0; i < packets; i++) {
+		if (mode) {
+			struct vsched_block_result res = { .size = sizeof(res) };
+			while (vsched_waiter_wait(r.w, VSCHED_DEADLINE_NONE, &res) !=
+			       VSCHED_WAKE_REQUEST)
+				;
+			spin_ns += (double)res.poll_ns;
+		} else {
+			uint64_t s0 = now_ns();
+			bool got = false;
+			for (int k = 0; k < 4096 && !got; k++) {
+				got = ring_cond(&r);
+				vsched__relax();
+			}
+			spin_ns += (double)(now_ns() - s0);
+			while (!ring_cond(&r)) {
+				atomic_store(&r.needs_kick, 1);
+				atomic_thread_fence(memory_order_seq_cst);
+				if (ring_cond(&r))
+					break;
+				fwait(&r.needs_kick, 1);
+			}
+		}
+		uint64_t t_run = now_ns();
+		lat_ns += (double)(t_run - atomic_load(&r.t_produced));
+		ring_seen++;
+	}
+	pthread_join(t, NULL);
+	if (mode) {
+		vsched_waiter_destroy(r.w);
+		vsched_vm_destroy(vm);
+	}
+	*lat = lat_ns / (double)packets;
+	return spin_ns / (double)packets;
+}
+
+static void bench_waiter(void)
+{
+	const long packets = opt_quick ? 100 : 500;
+	double a[MAX_RUNS], b[MAX_RUNS], la[MAX_RUNS], lb[MAX_RUNS];
+	for (int r = 0; r < opt_runs; r++) {
+		a[r] = ring_run(1, packets, &la[r]);
+		b[r] = ring_run(0, packets, &lb[r]);
+	}
+	report("waiter", "poll_cpu_per_packet_1000pps", "ns", "spin4096_then_sleep", a, b,
+	       opt_runs);
+	report("waiter", "wakeup_latency_1000pps", "ns", "spin4096_then_sleep", la, lb,
+	       opt_runs);
 }
 
 /* ------------------------------------------------------------------ */
@@ -667,7 +784,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "usage: %s [--quick] [--json] [--runs N] "
 					"[--trace FILE] [--wake-ns N] [--polled-ns N] "
 					"[--latency-weight N] [--live] "
-					"[request|wakeup|policy|all]\n", argv[0]);
+					"[request|wakeup|waiter|policy|all]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -677,6 +794,8 @@ int main(int argc, char **argv)
 		bench_request();
 	if (!strcmp(which, "wakeup") || !strcmp(which, "all"))
 		bench_wakeup();
+	if (!strcmp(which, "waiter") || !strcmp(which, "all"))
+		bench_waiter();
 	if (!strcmp(which, "policy") || !strcmp(which, "all"))
 		return bench_policy();
 	return 0;

@@ -339,6 +339,59 @@ static void test_fd_wake_source(void **state)
 	close(other);
 }
 
+/* A real signal, delivered to a thread asleep on the real futex (handler
+ * installed without SA_RESTART): the block returns VSCHED_WAKE_SIGNAL and
+ * the unblocking hook still ran. */
+static atomic_int sig_seen, unblocked;
+static void on_sig(int sig) { (void)sig; atomic_store(&sig_seen, 1); }
+static void count_unblock(struct vsched_vcpu *v, void *c) { (void)v, (void)c; atomic_fetch_add(&unblocked, 1); }
+
+struct sig_arg {
+	struct vsched_vcpu *v;
+	atomic_int asleep, done;
+	int rc;
+};
+
+static void *block_thread(void *arg)
+{
+	struct sig_arg *a = arg;
+	atomic_store(&a->asleep, 1);
+	a->rc = vsched_vcpu_block(a->v, VSCHED_DEADLINE_NONE);
+	atomic_store(&a->done, 1);
+	return NULL;
+}
+
+static void test_real_signal(void **state)
+{
+	struct sigaction sa = { .sa_handler = on_sig }; /* no SA_RESTART */
+	struct vsched_host_ops ops = { .unblocking = count_unblock };
+	struct sig_arg a = { 0 };
+	pthread_t t;
+	(void)state;
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(SIGUSR1, &sa, NULL), 0);
+	struct vsched_vm *vm = make_vm(&ops, 0);
+	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	a.v = make_vcpu(vm, 0);
+	pthread_create(&t, NULL, block_thread, &a);
+	/* Signal until it has come back: the first may land before the
+	 * futex wait, where it interrupts nothing. */
+	for (int i = 0; i < 2000 && vsched_vcpu_mode(a.v) != VSCHED_MODE_BLOCKED; i++)
+		usleep(1000);
+	assert_int_equal(vsched_vcpu_mode(a.v), VSCHED_MODE_BLOCKED);
+	for (int i = 0; i < 1000 && !atomic_load(&a.done); i++) {
+		pthread_kill(t, SIGUSR1);
+		usleep(5000);
+	}
+	pthread_join(t, NULL);
+	assert_int_equal(a.rc, VSCHED_WAKE_SIGNAL);
+	assert_int_equal(atomic_load(&sig_seen), 1);
+	assert_int_equal(atomic_load(&unblocked), 1);
+	assert_int_equal(vsched_vcpu_mode(a.v), VSCHED_MODE_OUTSIDE_GUEST);
+	vsched_vm_destroy(vm);
+}
+
 /* --- generic waiter --- */
 
 static atomic_int ring_has_entry;
@@ -521,6 +574,7 @@ int main(void)
 		cmocka_unit_test(test_hooks_every_path),
 		cmocka_unit_test(test_vetoes),
 		cmocka_unit_test(test_fd_wake_source),
+		cmocka_unit_test(test_real_signal),
 		cmocka_unit_test(test_generic_waiter),
 		cmocka_unit_test(test_seccomp_allow_list),
 		cmocka_unit_test(test_block_bad_input),
