@@ -66,6 +66,24 @@ static inline __attribute__((always_inline)) int ready(const struct target *t)
 	return t->cond(t->arg) ? VSCHED_WAKE_REQUEST : 0;
 }
 
+/* The sleep's deadline: the caller's, or the vCPU's earliest timer. */
+static uint64_t effective(const struct target *t, uint64_t deadline)
+{
+	uint64_t e;
+	if (!t->vcpu)
+		return deadline;
+	e = vsched__vcpu_earliest(t->vcpu);
+	return e < deadline ? e : deadline;
+}
+
+/* A timer deadline was reached: post its expiry, then look again. */
+static int timer_due(const struct target *t)
+{
+	if (t->vcpu && vsched_vcpu_fire_timers(t->vcpu) > 0)
+		return ready(t);
+	return 0;
+}
+
 static void count(_Atomic uint64_t *c, uint64_t n)
 {
 	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
@@ -191,7 +209,7 @@ static int engine(struct target *t, uint64_t deadline,
 	const struct vsched_host_ops *ops = &vm->ops;
 	struct vsched__poll_cfg cfg;
 	struct vsched_block_result local = { .size = sizeof(local) };
-	uint64_t t0, now, poll_end, sleep_start = 0, window = 0, halt_ns;
+	uint64_t t0, now, poll_end, sleep_start = 0, window = 0, halt_ns, eff;
 	uint32_t m = atomic_load_explicit(s->word, memory_order_relaxed);
 	uint32_t blocked = (m & VSCHED__GEN_MASK) | VSCHED_MODE_BLOCKED;
 	bool attempted = false, waited = false, vetoed = false, valid;
@@ -213,6 +231,8 @@ static int engine(struct target *t, uint64_t deadline,
 		ops->blocking(t->vcpu, ops->ctx);
 	poll_end = t0;
 
+	if (t->vcpu)
+		vsched_vcpu_fire_timers(t->vcpu); /* expired timers post now */
 	reason = ready(t);
 	if (reason)
 		goto out;
@@ -220,6 +240,7 @@ static int engine(struct target *t, uint64_t deadline,
 		reason = VSCHED_WAKE_DEADLINE;
 		goto out;
 	}
+	eff = effective(t, deadline);
 
 	/* 2. Poll, unless vetoed. */
 	window = vsched_poll_window(&cfg.p, &s->poll);
@@ -237,8 +258,8 @@ static int engine(struct target *t, uint64_t deadline,
 	}
 	if (window) {
 		uint64_t end = t0 + window;
-		if (end < t0 || end > deadline)
-			end = deadline;
+		if (end < t0 || end > eff)
+			end = eff;
 		attempted = true;
 		/* Posters do nothing for POLLING, so plain stores suffice. */
 		atomic_store_explicit(s->word,
@@ -259,6 +280,8 @@ static int engine(struct target *t, uint64_t deadline,
 		poll_end = now;
 		if (reason)
 			goto out; /* won: poll_end is the exit time, below */
+		if (end == eff && eff < deadline && (reason = timer_due(t)))
+			goto out; /* a guest timer expired while polling */
 		if (end == deadline) {
 			reason = VSCHED_WAKE_DEADLINE;
 			goto out;
@@ -278,8 +301,16 @@ static int engine(struct target *t, uint64_t deadline,
 	sleep_start = ops->now_ns(ops->ctx);
 	waited = true;
 	for (;;) {
-		int r = s->epfd >= 0 ? sleep_epoll(t, blocked, deadline, res)
-				     : sleep_futex(t, blocked, deadline);
+		eff = effective(t, deadline);
+		int r = s->epfd >= 0 ? sleep_epoll(t, blocked, eff, res)
+				     : sleep_futex(t, blocked, eff);
+		if (r == VSCHED_WAKE_DEADLINE && eff < deadline) {
+			/* A guest timer's deadline, not the caller's. */
+			reason = timer_due(t);
+			if (reason)
+				break;
+			r = 0;
+		}
 		if (r) {
 			reason = r;
 			break;

@@ -118,8 +118,12 @@ struct vsched__sleeper {
 	} hs;
 };
 
+#define VSCHED__MAX_TIMERS 8
+
 struct vsched_vm {
 	struct vsched_host_ops ops; /* defaults filled in */
+	struct vsched_timer *_Atomic timers;            /* all, newest first */
+	struct vsched_timer_service *_Atomic tsvc;
 	struct vsched_allocator alloc;
 	struct vsched__poll_cfg *_Atomic poll; /* RCU-protected */
 	uint64_t poll_gen;
@@ -143,6 +147,10 @@ struct vsched_vcpu {
 	unsigned id;
 	size_t alloc_size;
 	struct vsched_vcpu *next_dead;
+	struct vsched_timer *timers[VSCHED__MAX_TIMERS];
+	unsigned ntimers;           /* under vm->lock */
+	_Atomic unsigned ntimers_pub;
+	uint64_t timer_ranks;       /* ranks with a timer */
 
 	/* Written by posters (relaxed RMWs). */
 	struct {
@@ -196,6 +204,11 @@ void vsched__halt_stats(const struct vsched__sleeper *s,
 			struct vsched_halt_stats *out);
 /* Leaving the sleeper's runnable count (destroy). */
 void vsched__sleeper_retire(struct vsched__sleeper *s);
+
+/* Timers (lib/timer.c). */
+uint64_t vsched__vcpu_earliest(const struct vsched_vcpu *v);
+bool vsched__timer_filter(struct vsched_vcpu *v, unsigned rank);
+void vsched__timers_free(struct vsched_vm *vm);
 
 /* Poll policy plumbing (lib/poll.c). */
 int vsched__poll_install(struct vsched_vm *vm,

@@ -381,6 +381,9 @@ int vsched_service(struct vsched_vcpu *v)
 		n++;
 		if (k->payload_slot >= 0)
 			deliver_payloads(v, r, k);
+		else if (VSCHED__UNLIKELY((v->timer_ranks >> r) & 1) &&
+			 !vsched__timer_filter(v, r))
+			; /* a stale timer expiry, cancelled by its policy */
 		else if (k->handler)
 			k->handler(v, k->kind, NULL, k->arg);
 		if (r == VSCHED_MAX_KINDS - 1)

@@ -110,6 +110,7 @@ int vsched_vm_destroy(struct vsched_vm *vm)
 		vm->graveyard = v->next_dead;
 		free_vcpu(vm, v);
 	}
+	vsched__timers_free(vm);
 	vsched__poll_release(vm);
 	pthread_mutex_destroy(&vm->lock);
 	alloc = vm->alloc;

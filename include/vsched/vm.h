@@ -23,6 +23,7 @@ extern "C" {
 struct vsched_vm;
 struct vsched_vcpu;
 struct vsched_payload;
+struct vsched_timer;
 
 /**
  * Host callbacks. Every member may be NULL, which selects the default.
@@ -85,6 +86,15 @@ struct vsched_host_ops {
 	 * Default: false.
 	 */
 	bool (*contended)(struct vsched_vcpu *vcpu, void *ctx);
+	/**
+	 * Read a guest timer's real deadline (0: disarmed) where vsched may
+	 * not see the guest's writes, e.g. a nested guest's decrementer via
+	 * H_GUEST_GET_STATE. Used by the CANCEL and ADAPTIVE policies; its
+	 * cost is measured. Return 0, or a negative errno to deliver anyway.
+	 * Default: vsched's own view of the deadline.
+	 */
+	int (*timer_read)(struct vsched_vcpu *vcpu, struct vsched_timer *timer,
+			  uint64_t *deadline_ns, void *ctx);
 	/** Passed to every callback above. */
 	void *ctx;
 };

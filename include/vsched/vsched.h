@@ -15,6 +15,7 @@
 #include <vsched/vcpu.h>
 #include <vsched/block.h>
 #include <vsched/waiter.h>
+#include <vsched/timer.h>
 #include <vsched/stats.h>
 
 #endif /* VSCHED_VSCHED_H */

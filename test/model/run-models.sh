@@ -16,6 +16,9 @@ kick.pml NO_POSTER_FENCE fail
 kick.pml NO_VCPU_FENCE fail
 kick.pml RECHECK_BEFORE_MODE fail
 kick.pml BROKEN_IDLE_SKIP fail
+timer.pml - pass
+timer.pml REARM_LOAD_STORE fail
+timer.pml FIRE_NO_CAS fail
 PLAN
 
 while read -r model variant expect; do

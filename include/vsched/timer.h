@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file timer.h
+ * @brief Guest timers, their expiry, and the expiry-cancellation policy.
+ *
+ * A guest timer belongs to a vCPU and has a deadline in the VM's clock (the
+ * host timebase). When it expires, vsched posts its request kind, so the
+ * interrupt goes through the same priority-ordered path as every request.
+ * Every expiry is posted exactly once, also when the guest re-arms the
+ * timer at the moment it fires: the post belongs to whoever takes the
+ * expired deadline out of the timer's word (an atomic exchange or CAS).
+ *
+ * Who notices the deadline: a vCPU blocked in vsched_vcpu_block() wakes at
+ * its earliest timer deadline by itself; a vCPU running guest code is kicked
+ * by the timer service (a thread of the hypervisor's, or an fd in its event
+ * loop), which posts the request.
+ *
+ * Cancellation: before entry, a posted timer interrupt whose timer has been
+ * re-armed into the future (or disarmed) is stale. The timer's policy
+ * decides whether to deliver it anyway (KEEP: the guest takes a spurious
+ * interrupt and usually one more exit), to read the guest's real deadline
+ * through the host's timer_read callback and drop it when stale (CANCEL),
+ * or to choose per timer from the measured costs (ADAPTIVE).
+ */
+#ifndef VSCHED_TIMER_H
+#define VSCHED_TIMER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <vsched/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct vsched_vm;
+struct vsched_vcpu;
+struct vsched_timer;
+struct vsched_timer_service;
+
+/** How a timer's expiry behaves (the arch profiles use these). */
+enum vsched_timer_semantics {
+	/**
+	 * x86 LAPIC TSC-deadline: one shot. Arming 0 disarms; an expiry is
+	 * delivered once and the timer is then disarmed; a re-arm before the
+	 * delivery makes the pending expiry stale.
+	 */
+	VSCHED_TIMER_ONESHOT = 0,
+	/**
+	 * arm64 generic timer (CNTV/CNTP): level. The interrupt is asserted
+	 * while the timer is enabled, unmasked and CVAL <= counter; vsched
+	 * posts it when it becomes asserted, and a pending one is stale once
+	 * it no longer is (CVAL moved into the future, disabled or masked).
+	 */
+	VSCHED_TIMER_LEVEL = 1,
+	/**
+	 * power decrementer (DEC, HDEC): the down-counter interrupts when it
+	 * goes negative and the exception stays pending until the guest
+	 * writes a positive value (re-arms into the future), which makes a
+	 * pending one stale. When nested, the L2 guest's writes are not seen
+	 * by L1: only the timer_read callback (H_GUEST_GET_STATE) sees them.
+	 */
+	VSCHED_TIMER_DECREMENTER = 2,
+};
+
+/** Expiry-cancellation policies. */
+enum vsched_timer_cancel {
+	/** Deliver every posted expiry; the guest takes stale ones. */
+	VSCHED_CANCEL_KEEP = 0,
+	/** Read the real deadline (timer_read) and drop stale expiries. */
+	VSCHED_CANCEL_CANCEL = 1,
+	/**
+	 * Read when the expected saving pays for it: stale share x spurious
+	 * cost > read cost, all measured per timer (reads reveal staleness;
+	 * vsched_timer_report_spurious() reports the spurious deliveries).
+	 */
+	VSCHED_CANCEL_ADAPTIVE = 2,
+};
+
+/** Timer creation parameters. Zero-initialise, then set `size`. */
+struct vsched_timer_desc {
+	/** sizeof(struct vsched_timer_desc). */
+	size_t size;
+	/** Name for stats (copied, up to 15 chars). */
+	const char *name;
+	/** enum vsched_timer_semantics. */
+	unsigned semantics;
+	/** The request kind posted at expiry (declared, not PAYLOAD). */
+	unsigned kind;
+	/** enum vsched_timer_cancel. */
+	unsigned cancel;
+	/** ADAPTIVE: cost of one spurious delivery until measured (default
+	 * 10 us, an exit round trip on nested KVM). */
+	uint64_t spurious_cost_ns;
+	/** ADAPTIVE: cost of one timer_read until measured (default 1 us). */
+	uint64_t read_cost_ns;
+};
+
+/** Per-timer counters. */
+struct vsched_timer_stats {
+	/** Expiries posted. */
+	uint64_t fired;
+	/** Expiries delivered to the handler. */
+	uint64_t delivered;
+	/** Stale expiries dropped before entry. */
+	uint64_t stale_cancelled;
+	/** Stale expiries delivered anyway (known stale, or reported). */
+	uint64_t stale_delivered;
+	/** timer_read calls and their total measured ns. */
+	uint64_t state_reads;
+	uint64_t state_read_ns;
+	/** ADAPTIVE: current choice (1: reading) and its estimates. */
+	unsigned adaptive_reading;
+	uint64_t est_read_ns, est_spurious_ns;
+	/** Estimated share of stale expiries, per mille. */
+	unsigned est_stale_permille;
+};
+
+/**
+ * Create a timer on a vCPU (setup time; up to 8 per vCPU). It starts
+ * disarmed (LEVEL timers also start enabled and unmasked).
+ * @return 0, VSCHED_EINVAL (NULL, bad size/semantics/policy, payload kind),
+ * VSCHED_ERANGE (kind not declared), VSCHED_ENOSPC or VSCHED_ENOMEM.
+ * Context: any thread, before the vCPU runs.
+ */
+VSCHED_API int vsched_timer_create(struct vsched_vcpu *vcpu,
+				   const struct vsched_timer_desc *desc,
+				   struct vsched_timer **out);
+
+/**
+ * Arm (or re-arm) at `deadline_ns` in the VM's clock. 0 disarms (x86
+ * TSC-deadline semantics). A deadline at or before now expires at once. If
+ * the previous deadline had already passed without being posted, that
+ * expiry is posted now (it was real). Re-arming into the future makes a
+ * posted, undelivered expiry stale.
+ * @return 0, VSCHED_EINVAL or VSCHED_ESHUTDOWN. Context: any thread.
+ * Pairs with the fire's CAS: exactly one of them posts an expiry.
+ */
+VSCHED_API int vsched_timer_arm(struct vsched_timer *t, uint64_t deadline_ns);
+
+/** Disarm (same as arming 0). */
+VSCHED_API int vsched_timer_disarm(struct vsched_timer *t);
+
+/**
+ * LEVEL timers: set the control bits (arm64 CNTx_CTL ENABLE and IMASK).
+ * Enabling or unmasking an expired timer posts it.
+ * @return 0, VSCHED_EINVAL (NULL, not LEVEL). Any thread.
+ */
+VSCHED_API int vsched_timer_set_ctl(struct vsched_timer *t, bool enable,
+				    bool mask);
+
+/**
+ * Current deadline (0: disarmed) and whether an expiry is latched.
+ * @return 0 or VSCHED_EINVAL. Any thread.
+ */
+VSCHED_API int vsched_timer_get(const struct vsched_timer *t,
+				uint64_t *deadline_ns, bool *expired);
+
+/**
+ * The hypervisor saw a delivered timer interrupt turn out spurious (the
+ * guest had already re-armed), costing `cost_ns`. Feeds ADAPTIVE.
+ * @return 0 or VSCHED_EINVAL. Context: the vCPU's thread.
+ */
+VSCHED_API int vsched_timer_report_spurious(struct vsched_timer *t,
+					    uint64_t cost_ns);
+
+/** Copy a timer's counters. @return 0 or VSCHED_EINVAL. Any thread. */
+VSCHED_API int vsched_timer_stats(const struct vsched_timer *t,
+				  struct vsched_timer_stats *out);
+
+/**
+ * Post every expired timer of the vCPU now (the vCPU's own thread can call
+ * this before entry when no timer service runs).
+ * @return number posted, or VSCHED_EINVAL. Any thread.
+ */
+VSCHED_API int vsched_vcpu_fire_timers(struct vsched_vcpu *vcpu);
+
+/**
+ * Earliest armed deadline of the vCPU's timers (UINT64_MAX: none).
+ * @return 0 or VSCHED_EINVAL. Any thread.
+ */
+VSCHED_API int vsched_vcpu_next_timer(const struct vsched_vcpu *vcpu,
+				      uint64_t *deadline_ns);
+
+/**
+ * The timer service of a VM: it posts expiries of vCPUs that are not
+ * asleep in vsched (running guest code). It owns a timerfd (CLOCK_MONOTONIC,
+ * so it requires the default clock) programmed to the earliest deadline of
+ * the VM's timers. Use it either as a thread of your own
+ * (vsched_timer_service_run()) or by adding vsched_timer_service_fd() to
+ * your event loop and calling vsched_timer_service_dispatch() when readable.
+ * @return 0, VSCHED_EINVAL, VSCHED_EEXIST (one per VM) or a negative errno.
+ * Context: setup.
+ */
+VSCHED_API int vsched_timer_service_create(struct vsched_vm *vm,
+					   struct vsched_timer_service **out);
+/** The service's fd (readable when a deadline passed), or VSCHED_EINVAL. */
+VSCHED_API int vsched_timer_service_fd(const struct vsched_timer_service *s);
+/**
+ * Post every expired timer and reprogram the fd.
+ * @return number posted, or VSCHED_EINVAL. Context: one thread at a time.
+ */
+VSCHED_API int vsched_timer_service_dispatch(struct vsched_timer_service *s);
+/** Dispatch in a loop until vsched_timer_service_stop(). @return 0. */
+VSCHED_API int vsched_timer_service_run(struct vsched_timer_service *s);
+/** Make run() return. Any thread. @return 0 or VSCHED_EINVAL. */
+VSCHED_API int vsched_timer_service_stop(struct vsched_timer_service *s);
+/** Destroy (after run() returned). @return 0 or VSCHED_EINVAL. */
+VSCHED_API int vsched_timer_service_destroy(struct vsched_timer_service *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VSCHED_TIMER_H */

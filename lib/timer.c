@@ -1,0 +1,571 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Guest timers: arm / fire with exactly-once expiry, the timer service, and
+ * the expiry-cancellation policy applied when the timer's request is
+ * serviced.
+ *
+ * A timer's word holds (deadline << 1) | EXPIRED; 0 is disarmed. An expiry
+ * is posted by whoever removes an expired, unposted deadline from the word:
+ * fire() with a CAS that sets EXPIRED, or arm() with the exchange that
+ * replaces it. So a re-arm racing the fire posts the old expiry exactly once
+ * (test/model/timer.pml).
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define EXPIRED 1u
+#define CTL_ENABLE 1u
+#define CTL_MASK 2u
+
+struct vsched_timer {
+	_Atomic uint64_t word VSCHED__ALIGNED;
+	_Atomic uint32_t ctl;
+	struct vsched_vcpu *vcpu;
+	struct vsched_timer *_Atomic vm_next;
+	unsigned kind, rank, semantics, cancel;
+	char name[16];
+	/* vCPU thread: ADAPTIVE estimates */
+	uint64_t est_read, est_spur;
+	uint32_t n_checked, n_stale; /* decayed counts, fixed point x 256 */
+	bool reading;
+	struct {
+		_Atomic uint64_t fired, delivered, stale_cancelled,
+			stale_delivered, reads, read_ns;
+		_Atomic uint32_t reading;
+	} st VSCHED__ALIGNED;
+};
+
+struct vsched_timer_service {
+	struct vsched_vm *vm;
+	int tfd, epfd; /* epfd: for run(), waits on tfd */
+	_Atomic uint64_t next; /* programmed deadline, UINT64_MAX: none */
+	_Atomic bool stop;
+};
+
+static uint64_t deadline_of(uint64_t w)
+{
+	return w >> 1;
+}
+
+static bool asserted(const struct vsched_timer *t, uint64_t w, uint64_t now)
+{
+	uint64_t d = deadline_of(w);
+	if (!d)
+		return false;
+	if (t->semantics == VSCHED_TIMER_LEVEL) {
+		uint32_t c = atomic_load_explicit(&t->ctl, memory_order_relaxed);
+		if (!(c & CTL_ENABLE) || (c & CTL_MASK))
+			return false;
+	}
+	return d <= now;
+}
+
+static uint64_t now_of(const struct vsched_timer *t)
+{
+	const struct vsched_host_ops *ops = &t->vcpu->vm->ops;
+	return ops->now_ns(ops->ctx);
+}
+
+static void post_expiry(struct vsched_timer *t)
+{
+	vsched__count_shared(&t->st.fired);
+	vsched_post(t->vcpu, t->kind);
+}
+
+/* Post this timer's expiry if it is due and not yet posted. */
+static int fire_one(struct vsched_timer *t, uint64_t now)
+{
+	uint64_t w = atomic_load_explicit(&t->word, memory_order_acquire);
+	while (!(w & EXPIRED) && asserted(t, w, now)) {
+		if (atomic_compare_exchange_weak_explicit(&t->word, &w, w | EXPIRED,
+							  memory_order_seq_cst,
+							  memory_order_acquire)) {
+			post_expiry(t);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void service_note(struct vsched_vm *vm, uint64_t d);
+
+/* Wake a vCPU asleep in vsched so that it recomputes its deadline. */
+static void wake_if_blocked(struct vsched_vcpu *v)
+{
+	uint32_t m;
+	vsched__mb();
+	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
+	if (vsched__mode_of(m) == VSCHED_MODE_BLOCKED)
+		vsched__kick_decide(v, &v->sl, &v->ps.wakeups, m, 0);
+}
+
+int vsched_timer_create(struct vsched_vcpu *v, const struct vsched_timer_desc *d,
+			struct vsched_timer **out)
+{
+	struct vsched_vm *vm;
+	struct vsched_timer *t;
+	int r, rc = 0;
+
+	if (!v || !d || !out || d->size != sizeof(*d) ||
+	    d->semantics > VSCHED_TIMER_DECREMENTER ||
+	    d->cancel > VSCHED_CANCEL_ADAPTIVE)
+		return VSCHED_EINVAL;
+	*out = NULL;
+	vm = v->vm;
+	if (d->kind >= VSCHED_MAX_KINDS || vm->table.rank_of[d->kind] < 0)
+		return VSCHED_ERANGE;
+	r = vm->table.rank_of[d->kind];
+	if (vm->table.by_rank[r].flags & VSCHED_REQ_PAYLOAD)
+		return VSCHED_EINVAL;
+	pthread_mutex_lock(&vm->lock);
+	if (v->ntimers == VSCHED__MAX_TIMERS) {
+		rc = VSCHED_ENOSPC;
+		goto out;
+	}
+	for (unsigned i = 0; i < v->ntimers; i++)
+		if (v->timers[i]->kind == d->kind) {
+			rc = VSCHED_EEXIST; /* one timer per kind per vCPU */
+			goto out;
+		}
+	t = vsched__alloc(&vm->alloc, sizeof(*t));
+	if (!t) {
+		rc = VSCHED_ENOMEM;
+		goto out;
+	}
+	strncpy(t->name, d->name ? d->name : "timer", sizeof(t->name) - 1);
+	t->vcpu = v;
+	t->kind = d->kind;
+	t->rank = (unsigned)r;
+	t->semantics = d->semantics;
+	t->cancel = d->cancel;
+	t->est_read = d->read_cost_ns ? d->read_cost_ns : 1000;
+	t->est_spur = d->spurious_cost_ns ? d->spurious_cost_ns : 10000;
+	t->reading = true; /* ADAPTIVE starts by reading: that measures */
+	atomic_init(&t->ctl, CTL_ENABLE);
+	atomic_store(&t->st.reading, 1);
+	/* Publish: the vCPU's list, then the VM's list for the service. */
+	v->timers[v->ntimers] = t;
+	v->timer_ranks |= UINT64_C(1) << r;
+	atomic_store_explicit(&v->ntimers_pub, v->ntimers + 1, memory_order_release);
+	v->ntimers++;
+	atomic_store_explicit(&t->vm_next, atomic_load(&vm->timers), memory_order_relaxed);
+	atomic_store_explicit(&vm->timers, t, memory_order_release);
+	*out = t;
+out:
+	pthread_mutex_unlock(&vm->lock);
+	return rc;
+}
+
+void vsched__timers_free(struct vsched_vm *vm)
+{
+	struct vsched_timer *t = atomic_load(&vm->timers), *n;
+	for (; t; t = n) {
+		n = atomic_load(&t->vm_next);
+		vsched__free(&vm->alloc, t, sizeof(*t));
+	}
+	atomic_store(&vm->timers, NULL);
+}
+
+int vsched_timer_arm(struct vsched_timer *t, uint64_t d)
+{
+	struct vsched_vcpu *v;
+	uint64_t old, now;
+
+	if (!t || d > (UINT64_MAX >> 1))
+		return VSCHED_EINVAL;
+	v = t->vcpu;
+	if (vsched__mode_of(atomic_load_explicit(&v->mode, memory_order_relaxed)) ==
+	    VSCHED_MODE_DESTROYED)
+		return VSCHED_ESHUTDOWN;
+	old = atomic_exchange_explicit(&t->word, d << 1, memory_order_seq_cst);
+	now = now_of(t);
+	/* The deadline we replaced had passed and was not posted: that
+	 * expiry was real, post it (the fire's CAS now fails). */
+	if (!(old & EXPIRED) && asserted(t, old, now))
+		post_expiry(t);
+	if (d) {
+		if (d <= now)
+			fire_one(t, now);
+		else {
+			service_note(v->vm, d);
+			wake_if_blocked(v);
+		}
+	}
+	return 0;
+}
+
+int vsched_timer_disarm(struct vsched_timer *t)
+{
+	return vsched_timer_arm(t, 0);
+}
+
+int vsched_timer_set_ctl(struct vsched_timer *t, bool enable, bool mask)
+{
+	uint64_t w;
+
+	if (!t || t->semantics != VSCHED_TIMER_LEVEL)
+		return VSCHED_EINVAL;
+	atomic_store_explicit(&t->ctl, (enable ? CTL_ENABLE : 0) | (mask ? CTL_MASK : 0),
+			      memory_order_seq_cst);
+	w = atomic_load(&t->word);
+	if (enable && !mask && deadline_of(w)) {
+		fire_one(t, now_of(t));
+		service_note(t->vcpu->vm, deadline_of(w));
+		wake_if_blocked(t->vcpu);
+	}
+	return 0;
+}
+
+int vsched_timer_get(const struct vsched_timer *t, uint64_t *deadline, bool *expired)
+{
+	uint64_t w;
+	if (!t)
+		return VSCHED_EINVAL;
+	w = atomic_load(&t->word);
+	if (deadline)
+		*deadline = deadline_of(w);
+	if (expired)
+		*expired = w & EXPIRED;
+	return 0;
+}
+
+int vsched_vcpu_fire_timers(struct vsched_vcpu *v)
+{
+	unsigned n;
+	uint64_t now;
+	int fired = 0;
+
+	if (!v)
+		return VSCHED_EINVAL;
+	n = atomic_load_explicit(&v->ntimers_pub, memory_order_acquire);
+	if (!n)
+		return 0;
+	now = v->vm->ops.now_ns(v->vm->ops.ctx);
+	for (unsigned i = 0; i < n; i++)
+		fired += fire_one(v->timers[i], now);
+	return fired;
+}
+
+uint64_t vsched__vcpu_earliest(const struct vsched_vcpu *v)
+{
+	unsigned n = atomic_load_explicit(&v->ntimers_pub, memory_order_acquire);
+	uint64_t best = UINT64_MAX;
+
+	for (unsigned i = 0; i < n; i++) {
+		const struct vsched_timer *t = v->timers[i];
+		uint64_t w = atomic_load_explicit(&t->word, memory_order_relaxed);
+		if (!deadline_of(w) || (w & EXPIRED))
+			continue;
+		if (t->semantics == VSCHED_TIMER_LEVEL) {
+			uint32_t c = atomic_load_explicit(&t->ctl, memory_order_relaxed);
+			if (!(c & CTL_ENABLE) || (c & CTL_MASK))
+				continue;
+		}
+		if (deadline_of(w) < best)
+			best = deadline_of(w);
+	}
+	return best;
+}
+
+int vsched_vcpu_next_timer(const struct vsched_vcpu *v, uint64_t *deadline)
+{
+	if (!v || !deadline)
+		return VSCHED_EINVAL;
+	*deadline = vsched__vcpu_earliest(v);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Cancellation, applied when the timer's request is serviced. */
+
+static void adapt(struct vsched_timer *t)
+{
+	/* Read when stale share x spurious cost > read cost. Before any
+	 * evidence, keep reading (it is how the costs get measured). */
+	if (t->n_checked < 256 * 4)
+		t->reading = true;
+	else
+		t->reading = (uint64_t)t->n_stale * t->est_spur >
+			     (uint64_t)t->n_checked * t->est_read;
+	atomic_store_explicit(&t->st.reading, t->reading, memory_order_relaxed);
+}
+
+static void observe(struct vsched_timer *t, bool stale)
+{
+	/* Decaying counts (x256), half-life ~ 45 observations. */
+	t->n_checked -= t->n_checked >> 6;
+	t->n_stale -= t->n_stale >> 6;
+	t->n_checked += 256;
+	if (stale)
+		t->n_stale += 256;
+}
+
+int vsched_timer_report_spurious(struct vsched_timer *t, uint64_t cost_ns)
+{
+	if (!t)
+		return VSCHED_EINVAL;
+	vsched__count(&t->st.stale_delivered);
+	/* The delivery was observed as fresh; it was stale after all. */
+	t->n_stale += 256;
+	if (t->n_stale > t->n_checked)
+		t->n_stale = t->n_checked;
+	if (cost_ns)
+		t->est_spur = t->est_spur - t->est_spur / 8 + cost_ns / 8;
+	if (t->cancel == VSCHED_CANCEL_ADAPTIVE)
+		adapt(t);
+	return 0;
+}
+
+static struct vsched_timer *timer_of_rank(struct vsched_vcpu *v, unsigned r)
+{
+	for (unsigned i = 0; i < v->ntimers; i++)
+		if (v->timers[i]->rank == r)
+			return v->timers[i];
+	return NULL;
+}
+
+/* Deliver the serviced timer request of rank r? Context: vCPU thread. */
+bool vsched__timer_filter(struct vsched_vcpu *v, unsigned r)
+{
+	const struct vsched_host_ops *ops = &v->vm->ops;
+	struct vsched_timer *t = timer_of_rank(v, r);
+	uint64_t w, now, d, t0, t1;
+	bool stale;
+
+	if (!t)
+		return true;
+	w = atomic_load_explicit(&t->word, memory_order_acquire);
+	now = ops->now_ns(ops->ctx);
+	/* Stale in vsched's own view: re-armed or disarmed since the post, or
+	 * (level) no longer asserted. */
+	stale = !(w & EXPIRED) ||
+		(t->semantics == VSCHED_TIMER_LEVEL && !asserted(t, w, now));
+	if (t->cancel == VSCHED_CANCEL_KEEP) {
+		if (stale)
+			vsched__count(&t->st.stale_delivered);
+		goto deliver;
+	}
+	if (stale) {
+		vsched__count(&t->st.stale_cancelled);
+		return false;
+	}
+	/* vsched's view says due; the guest may have re-armed where only
+	 * timer_read can see it. */
+	if (!ops->timer_read)
+		goto deliver;
+	if (t->cancel == VSCHED_CANCEL_ADAPTIVE && !t->reading) {
+		observe(t, false); /* corrected by report_spurious() */
+		adapt(t);
+		goto deliver;
+	}
+	t0 = ops->now_ns(ops->ctx);
+	int rc = ops->timer_read(v, t, &d, ops->ctx);
+	t1 = ops->now_ns(ops->ctx);
+	vsched__count(&t->st.reads);
+	atomic_store_explicit(&t->st.read_ns,
+			      atomic_load_explicit(&t->st.read_ns, memory_order_relaxed) +
+				      (t1 - t0),
+			      memory_order_relaxed);
+	t->est_read = t->est_read - t->est_read / 8 + (t1 - t0) / 8;
+	if (rc) {
+		adapt(t);
+		goto deliver;
+	}
+	stale = d == 0 || d > t1;
+	observe(t, stale);
+	if (t->cancel == VSCHED_CANCEL_ADAPTIVE)
+		adapt(t);
+	if (stale) {
+		/* Bring vsched's view in line with the guest's. */
+		uint64_t expect = w;
+		atomic_compare_exchange_strong(&t->word, &expect, d << 1);
+		if (d)
+			service_note(v->vm, d);
+		vsched__count(&t->st.stale_cancelled);
+		return false;
+	}
+deliver:
+	vsched__count(&t->st.delivered);
+	if (t->semantics == VSCHED_TIMER_ONESHOT && (w & EXPIRED)) {
+		/* One shot: consumed. A concurrent re-arm wins the CAS. */
+		uint64_t expect = w;
+		atomic_compare_exchange_strong(&t->word, &expect, 0);
+	}
+	return true;
+}
+
+int vsched_timer_stats(const struct vsched_timer *t, struct vsched_timer_stats *o)
+{
+	if (!t || !o)
+		return VSCHED_EINVAL;
+	memset(o, 0, sizeof(*o));
+	o->fired = atomic_load(&t->st.fired);
+	o->delivered = atomic_load(&t->st.delivered);
+	o->stale_cancelled = atomic_load(&t->st.stale_cancelled);
+	o->stale_delivered = atomic_load(&t->st.stale_delivered);
+	o->state_reads = atomic_load(&t->st.reads);
+	o->state_read_ns = atomic_load(&t->st.read_ns);
+	o->adaptive_reading = atomic_load(&t->st.reading);
+	o->est_read_ns = t->est_read;
+	o->est_spurious_ns = t->est_spur;
+	o->est_stale_permille = t->n_checked ? (unsigned)((uint64_t)t->n_stale * 1000 /
+							  t->n_checked)
+					     : 0;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The timer service */
+
+static void program(struct vsched_timer_service *s)
+{
+	/* Whoever lowered `next` programs it; re-check so that a slower
+	 * programmer never leaves a later value behind. */
+	for (;;) {
+		uint64_t v = atomic_load(&s->next);
+		struct itimerspec its = { 0 };
+		if (v != UINT64_MAX) {
+			its.it_value.tv_sec = (time_t)(v / 1000000000u);
+			its.it_value.tv_nsec = (long)(v % 1000000000u);
+			if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
+				its.it_value.tv_nsec = 1;
+		}
+		timerfd_settime(s->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+		if (atomic_load(&s->next) == v)
+			return;
+	}
+}
+
+static void lower_next(struct vsched_timer_service *s, uint64_t d)
+{
+	uint64_t cur = atomic_load(&s->next);
+	while (d < cur)
+		if (atomic_compare_exchange_weak(&s->next, &cur, d)) {
+			program(s);
+			return;
+		}
+}
+
+static void service_note(struct vsched_vm *vm, uint64_t d)
+{
+	struct vsched_timer_service *s =
+		atomic_load_explicit(&vm->tsvc, memory_order_acquire);
+	if (s)
+		lower_next(s, d);
+}
+
+int vsched_timer_service_create(struct vsched_vm *vm, struct vsched_timer_service **out)
+{
+	struct vsched_timer_service *s, *none = NULL;
+
+	if (!vm || !out)
+		return VSCHED_EINVAL;
+	s = vsched__alloc(&vm->alloc, sizeof(*s));
+	if (!s)
+		return VSCHED_ENOMEM;
+	s->vm = vm;
+	s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (s->tfd < 0) {
+		int e = -errno;
+		vsched__free(&vm->alloc, s, sizeof(*s));
+		return e;
+	}
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = { .events = EPOLLIN };
+	if (s->epfd < 0 || epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->tfd, &ev)) {
+		int e = -errno;
+		if (s->epfd >= 0)
+			close(s->epfd);
+		close(s->tfd);
+		vsched__free(&vm->alloc, s, sizeof(*s));
+		return e;
+	}
+	atomic_init(&s->next, UINT64_MAX);
+	if (!atomic_compare_exchange_strong(&vm->tsvc, &none, s)) {
+		close(s->epfd);
+		close(s->tfd);
+		vsched__free(&vm->alloc, s, sizeof(*s));
+		return VSCHED_EEXIST;
+	}
+	vsched_timer_service_dispatch(s);
+	*out = s;
+	return 0;
+}
+
+int vsched_timer_service_fd(const struct vsched_timer_service *s)
+{
+	return s ? s->tfd : VSCHED_EINVAL;
+}
+
+int vsched_timer_service_dispatch(struct vsched_timer_service *s)
+{
+	uint64_t drain, now, m = UINT64_MAX;
+	int fired = 0;
+
+	if (!s)
+		return VSCHED_EINVAL;
+	ssize_t r = read(s->tfd, &drain, sizeof(drain));
+	(void)r;
+	/* Forget the programmed deadline first: an arm from now on lowers
+	 * it again and programs it itself. */
+	atomic_store(&s->next, UINT64_MAX);
+	now = s->vm->ops.now_ns(s->vm->ops.ctx);
+	for (struct vsched_timer *t = atomic_load_explicit(&s->vm->timers, memory_order_acquire);
+	     t; t = atomic_load_explicit(&t->vm_next, memory_order_relaxed)) {
+		uint64_t w;
+		if (vsched__mode_of(atomic_load_explicit(&t->vcpu->mode, memory_order_relaxed)) ==
+		    VSCHED_MODE_DESTROYED)
+			continue;
+		fired += fire_one(t, now);
+		w = atomic_load(&t->word);
+		if (deadline_of(w) && !(w & EXPIRED) && deadline_of(w) < m)
+			m = deadline_of(w);
+	}
+	if (m != UINT64_MAX)
+		lower_next(s, m);
+	return fired;
+}
+
+int vsched_timer_service_run(struct vsched_timer_service *s)
+{
+	if (!s)
+		return VSCHED_EINVAL;
+	while (!atomic_load(&s->stop)) {
+		struct epoll_event ev;
+		vsched_timer_service_dispatch(s);
+		if (atomic_load(&s->stop))
+			break;
+		epoll_pwait(s->epfd, &ev, 1, -1, NULL);
+	}
+	return 0;
+}
+
+int vsched_timer_service_stop(struct vsched_timer_service *s)
+{
+	struct itimerspec its = { .it_value = { 0, 1 } };
+	if (!s)
+		return VSCHED_EINVAL;
+	atomic_store(&s->stop, true);
+	/* Make the timerfd readable at once so that run() returns. */
+	atomic_store(&s->next, 1);
+	timerfd_settime(s->tfd, 0, &its, NULL);
+	return 0;
+}
+
+int vsched_timer_service_destroy(struct vsched_timer_service *s)
+{
+	struct vsched_timer_service *self;
+	if (!s)
+		return VSCHED_EINVAL;
+	self = s;
+	atomic_compare_exchange_strong(&s->vm->tsvc, &self, NULL);
+	close(s->epfd);
+	close(s->tfd);
+	vsched__free(&s->vm->alloc, s, sizeof(*s));
+	return 0;
+}
