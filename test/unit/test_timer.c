@@ -1,0 +1,438 @@
+/* SPDX-License-Identifier: MIT */
+/* Guest timers with the injectable clock: expiry, semantics, the
+ * cancellation policies, and the timer service on the real clock. */
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+enum { K_TIMER = 3, K_OTHER = 4 };
+
+static unsigned delivered;
+static void on_timer(struct vsched_vcpu *v, unsigned k, struct vsched_payload *p,
+		     void *a)
+{
+	(void)v, (void)k, (void)p, (void)a;
+	delivered++;
+}
+
+/* The guest's real deadline as timer_read sees it (nested: invisible to
+ * vsched), and the cost of reading it in fake ns. */
+static uint64_t guest_deadline, read_cost;
+static unsigned reads;
+static int timer_read(struct vsched_vcpu *v, struct vsched_timer *t, uint64_t *d,
+		      void *ctx)
+{
+	struct fake_host *h = ctx;
+	(void)v, (void)t;
+	reads++;
+	h->now += read_cost;
+	*d = guest_deadline;
+	return 0;
+}
+
+struct rig {
+	struct fake_host h;
+	struct vsched_host_ops ops;
+	struct vsched_vm *vm;
+	struct vsched_vcpu *v;
+	struct vsched_timer *t;
+};
+
+static void rig_up(struct rig *r, unsigned semantics, unsigned cancel, bool nested)
+{
+	struct vsched_timer_desc d = { .size = sizeof(d), .name = "t",
+				       .semantics = semantics, .kind = K_TIMER,
+				       .cancel = cancel };
+	memset(r, 0, sizeof(*r));
+	r->ops = fake_ops(&r->h);
+	if (nested)
+		r->ops.timer_read = timer_read;
+	r->vm = make_vm(&r->ops, 0);
+	declare(r->vm, K_TIMER, "timer", 1, 0, on_timer, NULL, 0);
+	declare(r->vm, K_OTHER, "other", 2, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(r->vm, 0), 0);
+	r->v = r->h.vcpu = make_vcpu(r->vm, 0);
+	assert_int_equal(vsched_timer_create(r->v, &d, &r->t), 0);
+	delivered = reads = 0;
+	read_cost = 0;
+}
+
+static struct vsched_timer_stats tstats(struct vsched_timer *t)
+{
+	struct vsched_timer_stats s;
+	assert_int_equal(vsched_timer_stats(t, &s), 0);
+	return s;
+}
+
+static void test_fires_at_deadline_not_before(void **state)
+{
+	struct rig r;
+	(void)state;
+	rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_CANCEL, false);
+	r.h.now = 100;
+	assert_int_equal(vsched_timer_arm(r.t, 1000), 0);
+	r.h.now = 999;
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 0);
+	assert_int_equal(vsched_service(r.v), 0);
+	r.h.now = 1000;
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 1);
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 0); /* exactly once */
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 1);
+	/* One shot: consumed. */
+	uint64_t d;
+	bool exp;
+	assert_int_equal(vsched_timer_get(r.t, &d, &exp), 0);
+	assert_int_equal(d, 0);
+	r.h.now = 5000;
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 0);
+	assert_int_equal(tstats(r.t).fired, 1);
+	vsched_vm_destroy(r.vm);
+}
+
+static void test_disarm_and_past_deadline(void **state)
+{
+	struct rig r;
+	(void)state;
+	rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_CANCEL, false);
+	assert_int_equal(vsched_timer_arm(r.t, 1000), 0);
+	assert_int_equal(vsched_timer_disarm(r.t), 0);
+	r.h.now = 2000;
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 0);
+	assert_int_equal(vsched_service(r.v), 0);
+	/* A deadline already past posts at once. */
+	assert_int_equal(vsched_timer_arm(r.t, 1500), 0);
+	assert_int_equal(tstats(r.t).fired, 1);
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 1);
+	vsched_vm_destroy(r.vm);
+}
+
+static void test_rearm_after_unposted_expiry(void **state)
+{
+	struct rig r;
+	(void)state;
+	/* KEEP: the old expiry was real; it is posted by the re-arm and
+	 * delivered, though stale (the guest moved the deadline). */
+	rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_KEEP, false);
+	assert_int_equal(vsched_timer_arm(r.t, 1000), 0);
+	r.h.now = 1500; /* passed, nobody fired it yet */
+	assert_int_equal(vsched_timer_arm(r.t, 3000), 0);
+	assert_int_equal(tstats(r.t).fired, 1);
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 1);
+	assert_int_equal(tstats(r.t).stale_delivered, 1);
+	/* The new deadline still fires, once. */
+	r.h.now = 3000;
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 1);
+	vsched_vm_destroy(r.vm);
+
+	/* CANCEL with vsched's own view: stale, dropped, no read needed. */
+	rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_CANCEL, false);
+	assert_int_equal(vsched_timer_arm(r.t, 1000), 0);
+	r.h.now = 1000;
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 1);
+	assert_int_equal(vsched_timer_arm(r.t, 3000), 0); /* before entry */
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 0);
+	struct vsched_timer_stats s = tstats(r.t);
+	assert_int_equal(s.stale_cancelled, 1);
+	assert_int_equal(s.state_reads, 0);
+	vsched_vm_destroy(r.vm);
+}
+
+static int wait_to_deadline(struct fake_host *h, uint32_t *w, uint32_t e, uint64_t dl)
+{
+	(void)w, (void)e;
+	/* The engine sleeps until the timer, not the caller's deadline. */
+	assert_int_equal(dl, 7000);
+	h->now = dl;
+	return -110;
+}
+
+static void test_blocked_vcpu_wakes_at_timer(void **state)
+{
+	struct rig r;
+	(void)state;
+	rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_CANCEL, false);
+	r.h.on_wait = wait_to_deadline;
+	assert_int_equal(vsched_timer_arm(r.t, 7000), 0);
+	uint64_t next;
+	assert_int_equal(vsched_vcpu_next_timer(r.v, &next), 0);
+	assert_int_equal(next, 7000);
+	assert_int_equal(vsched_vcpu_block(r.v, 1000000000), VSCHED_WAKE_REQUEST);
+	assert_int_equal(r.h.now, 7000);
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 1);
+	vsched_vm_destroy(r.vm);
+}
+
+static void test_cancel_policies_nested(void **state)
+{
+	struct rig r;
+	(void)state;
+
+	/* KEEP never reads and delivers what the guest re-armed. */
+	rig_up(&r, VSCHED_TIMER_DECREMENTER, VSCHED_CANCEL_KEEP, true);
+	assert_int_equal(vsched_timer_arm(r.t, 1000), 0);
+	r.h.now = 1000;
+	vsched_vcpu_fire_timers(r.v);
+	guest_deadline = 9000; /* the nested guest wrote DEC; L1 did not see it */
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 1);
+	assert_int_equal(reads, 0);
+	vsched_vm_destroy(r.vm);
+
+	/* CANCEL reads: stale dropped, fresh delivered. */
+	rig_up(&r, VSCHED_TIMER_DECREMENTER, VSCHED_CANCEL_CANCEL, true);
+	read_cost = 50;
+	assert_int_equal(vsched_timer_arm(r.t, 1000), 0);
+	r.h.now = 1000;
+	vsched_vcpu_fire_timers(r.v);
+	guest_deadline = 9000;
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 0);
+	assert_int_equal(reads, 1);
+	struct vsched_timer_stats s = tstats(r.t);
+	assert_int_equal(s.stale_cancelled, 1);
+	assert_int_equal(s.state_read_ns, 50);
+	/* vsched's view now follows the guest's deadline. */
+	uint64_t d;
+	assert_int_equal(vsched_timer_get(r.t, &d, NULL), 0);
+	assert_int_equal(d, 9000);
+	r.h.now = 9000;
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 1);
+	guest_deadline = 9000; /* really due this time */
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 1);
+	/* Decrementer: stays pending (expired) until re-armed positive. */
+	bool exp;
+	assert_int_equal(vsched_timer_get(r.t, &d, &exp), 0);
+	assert_true(exp);
+	assert_int_equal(d, 9000);
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 0);
+	assert_int_equal(vsched_timer_arm(r.t, 20000), 0);
+	assert_int_equal(vsched_timer_get(r.t, &d, &exp), 0);
+	assert_false(exp);
+	vsched_vm_destroy(r.vm);
+}
+
+/* One expiry through the ADAPTIVE timer; `stale` says whether the guest
+ * had re-armed; a stale delivery is reported as costing `spur`. */
+static void expiry(struct rig *r, bool stale, uint64_t spur)
+{
+	unsigned before = delivered;
+	r->h.now += 100000;
+	guest_deadline = r->h.now;
+	assert_int_equal(vsched_timer_arm(r->t, r->h.now), 0); /* fires now */
+	if (stale)
+		guest_deadline = r->h.now + 1000000;
+	assert_int_equal(vsched_service(r->v), 1);
+	if (stale && delivered > before)
+		vsched_timer_report_spurious(r->t, spur);
+}
+
+static void test_adaptive_switches(void **state)
+{
+	struct rig r;
+	(void)state;
+	rig_up(&r, VSCHED_TIMER_DECREMENTER, VSCHED_CANCEL_ADAPTIVE, true);
+	/* Cheap reads, half stale, costly spurious exits: keeps reading. */
+	read_cost = 100;
+	for (int i = 0; i < 200; i++)
+		expiry(&r, i % 2, 10000);
+	assert_int_equal(tstats(r.t).adaptive_reading, 1);
+	/* Reads become expensive (a hypercall when nested): stops reading. */
+	read_cost = 40000;
+	unsigned i = 0;
+	while (tstats(r.t).adaptive_reading && i < 200)
+		expiry(&r, i++ % 2, 10000);
+	assert_int_equal(tstats(r.t).adaptive_reading, 0);
+	unsigned reads_then = reads;
+	for (int k = 0; k < 20; k++)
+		expiry(&r, false, 10000);
+	assert_int_equal(reads, reads_then); /* keep: no reads */
+	/* Spurious deliveries grow costly and frequent: reads again. */
+	i = 0;
+	while (!tstats(r.t).adaptive_reading && i < 400)
+		expiry(&r, (i++ % 10) != 0, 200000);
+	assert_int_equal(tstats(r.t).adaptive_reading, 1);
+	vsched_vm_destroy(r.vm);
+}
+
+static void test_level_semantics(void **state)
+{
+	struct rig r;
+	(void)state;
+	rig_up(&r, VSCHED_TIMER_LEVEL, VSCHED_CANCEL_CANCEL, false);
+	/* Masked: not asserted at the deadline. */
+	assert_int_equal(vsched_timer_set_ctl(r.t, true, true), 0);
+	assert_int_equal(vsched_timer_arm(r.t, 1000), 0);
+	r.h.now = 2000;
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 0);
+	/* Unmasking an expired timer asserts it. */
+	assert_int_equal(vsched_timer_set_ctl(r.t, true, false), 0);
+	assert_int_equal(tstats(r.t).fired, 1);
+	/* The guest masks it before entry: no longer asserted, stale. */
+	assert_int_equal(vsched_timer_set_ctl(r.t, true, true), 0);
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 0);
+	assert_int_equal(tstats(r.t).stale_cancelled, 1);
+	/* Asserted and still asserted at entry: delivered, and it stays
+	 * asserted (level) without posting again. */
+	assert_int_equal(vsched_timer_set_ctl(r.t, true, false), 0);
+	assert_int_equal(vsched_timer_arm(r.t, 2000), 0);
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 1);
+	bool exp;
+	uint64_t d;
+	assert_int_equal(vsched_timer_get(r.t, &d, &exp), 0);
+	assert_true(exp);
+	assert_int_equal(d, 2000);
+	/* Disabled: no expiry. */
+	assert_int_equal(vsched_timer_set_ctl(r.t, false, false), 0);
+	assert_int_equal(vsched_timer_arm(r.t, 2500), 0);
+	r.h.now = 3000;
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 0);
+	vsched_vm_destroy(r.vm);
+}
+
+/* --- the timer service on the real clock --- */
+
+static uint64_t mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static _Atomic uint64_t kicked_at;
+static void kick_now(struct vsched_vcpu *v, void *c)
+{
+	(void)v, (void)c;
+	atomic_store(&kicked_at, mono());
+}
+
+static void *run_service(void *arg)
+{
+	vsched_timer_service_run(arg);
+	return NULL;
+}
+
+static void test_timer_service(void **state)
+{
+	struct vsched_host_ops ops = { .kick = kick_now };
+	struct vsched_timer_desc d = { .size = sizeof(d), .kind = K_TIMER };
+	struct vsched_timer *t;
+	struct vsched_timer_service *svc, *dup;
+	pthread_t th;
+	(void)state;
+	struct vsched_vm *vm = make_vm(&ops, 0);
+	declare(vm, K_TIMER, "timer", 1, 0, on_timer, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_vcpu *v = make_vcpu(vm, 0);
+	assert_int_equal(vsched_timer_create(v, &d, &t), 0);
+	assert_int_equal(vsched_timer_service_create(vm, &svc), 0);
+	assert_int_equal(vsched_timer_service_create(vm, &dup), VSCHED_EEXIST);
+
+	/* As an fd in an event loop: the vCPU is "in the guest"; the service
+	 * kicks it at the deadline, not before. */
+	assert_int_equal(vsched_vcpu_enter(v), 0);
+	uint64_t dl = mono() + 10000000;
+	assert_int_equal(vsched_timer_arm(t, dl), 0);
+	struct pollfd pfd = { .fd = vsched_timer_service_fd(svc), .events = POLLIN };
+	while (atomic_load(&kicked_at) == 0) {
+		assert_true(poll(&pfd, 1, 2000) >= 0);
+		vsched_timer_service_dispatch(svc);
+	}
+	assert_true(atomic_load(&kicked_at) >= dl);
+	assert_int_equal(vsched_vcpu_exit(v), 0);
+	delivered = 0;
+	assert_int_equal(vsched_service(v), 1);
+	assert_int_equal(delivered, 1);
+
+	/* As a thread: an earlier deadline armed while it sleeps. */
+	pthread_create(&th, NULL, run_service, svc);
+	atomic_store(&kicked_at, 0);
+	assert_int_equal(vsched_vcpu_enter(v), 0);
+	assert_int_equal(vsched_timer_arm(t, mono() + 3000000000ull), 0);
+	dl = mono() + 5000000;
+	assert_int_equal(vsched_timer_arm(t, dl), 0);
+	while (atomic_load(&kicked_at) == 0)
+		usleep(1000);
+	assert_true(atomic_load(&kicked_at) >= dl);
+	assert_int_equal(vsched_timer_service_stop(svc), 0);
+	pthread_join(th, NULL);
+	vsched_vcpu_exit(v);
+	assert_int_equal(vsched_timer_service_destroy(svc), 0);
+	vsched_vm_destroy(vm);
+}
+
+static void test_timer_bad_input(void **state)
+{
+	struct rig r;
+	struct vsched_timer *t2;
+	struct vsched_timer_desc d = { .size = sizeof(d), .kind = K_OTHER };
+	struct vsched_timer_stats s;
+	(void)state;
+	rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_KEEP, false);
+	vsched_post(r.v, K_OTHER);
+	assert_int_equal(vsched_timer_create(NULL, &d, &t2), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_create(r.v, NULL, &t2), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_create(r.v, &d, NULL), VSCHED_EINVAL);
+	d.size = 1;
+	assert_int_equal(vsched_timer_create(r.v, &d, &t2), VSCHED_EINVAL);
+	d.size = sizeof(d);
+	d.semantics = 9;
+	assert_int_equal(vsched_timer_create(r.v, &d, &t2), VSCHED_EINVAL);
+	d.semantics = 0;
+	d.cancel = 9;
+	assert_int_equal(vsched_timer_create(r.v, &d, &t2), VSCHED_EINVAL);
+	d.cancel = 0;
+	d.kind = 40;
+	assert_int_equal(vsched_timer_create(r.v, &d, &t2), VSCHED_ERANGE);
+	d.kind = K_TIMER;
+	assert_int_equal(vsched_timer_create(r.v, &d, &t2), VSCHED_EEXIST);
+	assert_int_equal(vsched_timer_arm(NULL, 1), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_arm(r.t, UINT64_MAX), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_disarm(NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_set_ctl(NULL, true, false), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_set_ctl(r.t, true, false), VSCHED_EINVAL); /* not LEVEL */
+	assert_int_equal(vsched_timer_get(NULL, NULL, NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_report_spurious(NULL, 1), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_stats(NULL, &s), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_stats(r.t, NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_vcpu_fire_timers(NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_vcpu_next_timer(NULL, NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_service_create(NULL, NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_service_fd(NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_service_dispatch(NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_service_run(NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_service_stop(NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_service_destroy(NULL), VSCHED_EINVAL);
+	/* Nothing posted before was lost. */
+	assert_int_equal(vsched_service(r.v), 1);
+	vsched_vcpu_destroy(r.v);
+	assert_int_equal(vsched_timer_arm(r.t, 5), VSCHED_ESHUTDOWN);
+	vsched_vm_destroy(r.vm);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fires_at_deadline_not_before),
+		cmocka_unit_test(test_disarm_and_past_deadline),
+		cmocka_unit_test(test_rearm_after_unposted_expiry),
+		cmocka_unit_test(test_blocked_vcpu_wakes_at_timer),
+		cmocka_unit_test(test_cancel_policies_nested),
+		cmocka_unit_test(test_adaptive_switches),
+		cmocka_unit_test(test_level_semantics),
+		cmocka_unit_test(test_timer_service),
+		cmocka_unit_test(test_timer_bad_input),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
