@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -42,7 +43,7 @@ struct vsched_timer {
 
 struct vsched_timer_service {
 	struct vsched_vm *vm;
-	int tfd, epfd; /* epfd: for run(), waits on tfd */
+	int tfd, epfd, stopfd; /* run() waits on tfd and stopfd */
 	_Atomic uint64_t next; /* programmed deadline, UINT64_MAX: none */
 	_Atomic bool stop;
 };
@@ -476,11 +477,15 @@ int vsched_timer_service_create(struct vsched_vm *vm, struct vsched_timer_servic
 		return e;
 	}
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	struct epoll_event ev = { .events = EPOLLIN };
-	if (s->epfd < 0 || epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->tfd, &ev)) {
+	if (s->epfd < 0 || s->stopfd < 0 || epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->tfd, &ev) ||
+	    epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->stopfd, &ev)) {
 		int e = -errno;
 		if (s->epfd >= 0)
 			close(s->epfd);
+		if (s->stopfd >= 0)
+			close(s->stopfd);
 		close(s->tfd);
 		vsched__free(&vm->alloc, s, sizeof(*s));
 		return e;
@@ -488,6 +493,7 @@ int vsched_timer_service_create(struct vsched_vm *vm, struct vsched_timer_servic
 	atomic_init(&s->next, UINT64_MAX);
 	if (!atomic_compare_exchange_strong(&vm->tsvc, &none, s)) {
 		close(s->epfd);
+		close(s->stopfd);
 		close(s->tfd);
 		vsched__free(&vm->alloc, s, sizeof(*s));
 		return VSCHED_EEXIST;
@@ -547,13 +553,13 @@ int vsched_timer_service_run(struct vsched_timer_service *s)
 
 int vsched_timer_service_stop(struct vsched_timer_service *s)
 {
-	struct itimerspec its = { .it_value = { 0, 1 } };
+	uint64_t one = 1;
 	if (!s)
 		return VSCHED_EINVAL;
 	atomic_store(&s->stop, true);
-	/* Make the timerfd readable at once so that run() returns. */
-	atomic_store(&s->next, 1);
-	timerfd_settime(s->tfd, 0, &its, NULL);
+	/* run() waits on this eventfd too. */
+	ssize_t r = write(s->stopfd, &one, sizeof(one));
+	(void)r;
 	return 0;
 }
 
@@ -565,6 +571,7 @@ int vsched_timer_service_destroy(struct vsched_timer_service *s)
 	self = s;
 	atomic_compare_exchange_strong(&s->vm->tsvc, &self, NULL);
 	close(s->epfd);
+	close(s->stopfd);
 	close(s->tfd);
 	vsched__free(&s->vm->alloc, s, sizeof(*s));
 	return 0;
