@@ -159,7 +159,7 @@ static int run(int naive, double seconds)
 	       "kicks", "avoided", "wakeups", "irqs");
 	for (int i = 0; i < 2; i++) {
 		struct vsched_vcpu_stats s = { .size = sizeof(s) };
-		vsched_vcpu_stats(c[i].v, &s);
+		vsched_vcpu_read_stats(c[i].v, &s);
 		printf("%-9s %-5d %10llu %10llu %10llu %10llu %10llu %10llu\n", "", i,
 		       (unsigned long long)s.entries,
 		       (unsigned long long)s.cancelled_entries,

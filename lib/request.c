@@ -216,7 +216,7 @@ int vsched__kick_decide(struct vsched_vcpu *v, struct vsched__sleeper *s,
 			continue;
 		default:
 			/* Nothing to do: counted by deduction in
-			 * vsched_vcpu_stats(), so that this common path adds
+			 * vsched_vcpu_read_stats(), so that this common path adds
 			 * no second atomic RMW. */
 			return 0;
 		}

@@ -8,7 +8,7 @@ static uint64_t rd(const _Atomic uint64_t *c)
 	return atomic_load_explicit(c, memory_order_relaxed);
 }
 
-int vsched_vcpu_stats(const struct vsched_vcpu *v, struct vsched_vcpu_stats *out)
+int vsched_vcpu_read_stats(const struct vsched_vcpu *v, struct vsched_vcpu_stats *out)
 {
 	const struct vsched__table *t;
 	uint64_t pend, posted = 0, avoided;

@@ -400,7 +400,7 @@ deliver:
 	return true;
 }
 
-int vsched_timer_stats(const struct vsched_timer *t, struct vsched_timer_stats *o)
+int vsched_timer_read_stats(const struct vsched_timer *t, struct vsched_timer_stats *o)
 {
 	if (!t || !o)
 		return VSCHED_EINVAL;

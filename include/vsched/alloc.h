@@ -21,8 +21,11 @@ extern "C" {
  * same pointer and size.
  */
 struct vsched_allocator {
+	/** Allocate `size` bytes aligned to `align`; NULL on failure. */
 	void *(*alloc)(size_t size, size_t align, void *ctx);
+	/** Free what `alloc` returned, with its size. */
 	void (*free)(void *ptr, size_t size, void *ctx);
+	/** Passed to both. */
 	void *ctx;
 };
 

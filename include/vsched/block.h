@@ -43,13 +43,15 @@ struct vsched_block_result {
 	size_t size;
 	/** enum vsched_wake_reason (the same value the call returned). */
 	int reason;
-	/** Ready registered fds, and their tags (level-triggered). */
+	/** Number of ready registered fds reported in `tags`. */
 	unsigned nready;
+	/** Tags of the ready fds (level-triggered: still ready next time). */
 	uint64_t tags[VSCHED_BLOCK_MAX_TAGS];
 	/** Whole halt: poll plus sleep, as KVM measures halt_ns. */
 	uint64_t halt_ns;
-	/** Poll window used (0: did not poll) and time spent polling. */
+	/** Poll window used (0: did not poll). */
 	uint64_t window_ns;
+	/** Time spent polling. */
 	uint64_t poll_ns;
 	/** Polling was attempted and the vCPU never slept. */
 	bool poll_won;
@@ -72,7 +74,9 @@ struct vsched_block_result {
  * 5. the policy learns how long the halt lasted.
  * When a poster already moved the word out of BLOCKED, the way back skips
  * its store and barrier (counted as idle_fastpath_skips).
- * @param result may be NULL.
+ * @param vcpu the vCPU.
+ * @param deadline_ns absolute, in the VM's clock; VSCHED_DEADLINE_NONE.
+ * @param result what happened (may be NULL).
  * @return enum vsched_wake_reason, or VSCHED_EINVAL, VSCHED_ESHUTDOWN,
  * VSCHED_ESTATE (not OUTSIDE_GUEST).
  * Context: the vCPU's own thread, outside guest mode. Pairs with the barrier

@@ -61,6 +61,7 @@ enum vsched_request_flags {
  * is private to vsched between the post and the delivery.
  */
 struct vsched_payload {
+	/** vsched's link; do not touch between post and delivery. */
 	struct vsched_payload *reserved_next;
 };
 
@@ -124,6 +125,7 @@ VSCHED_API int vsched_request_finalize(struct vsched_vm *vm, unsigned flags);
 
 /**
  * Why the last vsched_request_finalize() failed.
+ * @param vm     the VM.
  * @param kind   receives the kind whose handler is at fault (may be NULL).
  * @param raised receives the kind it may raise (may be NULL).
  * @return the error that finalize returned, 0 if it succeeded or was never
@@ -179,8 +181,10 @@ VSCHED_API int vsched_service(struct vsched_vcpu *vcpu);
  * Post `kind` to a set of vCPUs. When the kind has VSCHED_REQ_WAIT, all
  * targets are posted and kicked first, then the call waits until each has
  * acknowledged (like KVM's make_all_cpus_request with KVM_REQUEST_WAIT).
+ * @param vm    the VM.
  * @param set   bitmap of vCPU ids (bit i of set[i / 64]), or NULL for all.
  * @param nbits number of bits in `set` (ignored when set is NULL).
+ * @param kind  the request kind (not a payload kind).
  * @return the number of vCPUs posted to (destroyed ones are skipped),
  * VSCHED_EINVAL (NULL vm, payload kind) or VSCHED_ERANGE.
  * Context: any thread. A vCPU thread may include itself: it is outside guest

@@ -43,8 +43,9 @@ struct vsched_halt_stats {
 	uint64_t halt_poll_invalid;
 	/** Wakeups of the sleeping vCPU by a poster. */
 	uint64_t halt_wakeup;
-	/** Time spent in successful and in failed polls. */
+	/** Time spent in successful polls. */
 	uint64_t halt_poll_success_ns;
+	/** Time spent in failed polls (before sleeping). */
 	uint64_t halt_poll_fail_ns;
 	/** Time spent asleep. */
 	uint64_t halt_wait_ns;
@@ -55,8 +56,11 @@ struct vsched_halt_stats {
 	uint64_t idle_fastpath_skips;
 	/** Returns from sleep that had to store and fence. */
 	uint64_t idle_fastpath_stores;
+	/** log2 histogram of successful poll durations. */
 	uint64_t halt_poll_success_hist[VSCHED_HIST_BUCKETS];
+	/** log2 histogram of failed poll durations. */
 	uint64_t halt_poll_fail_hist[VSCHED_HIST_BUCKETS];
+	/** log2 histogram of sleep durations. */
 	uint64_t halt_wait_hist[VSCHED_HIST_BUCKETS];
 };
 
@@ -93,7 +97,7 @@ struct vsched_vcpu_stats {
  * @return 0, VSCHED_EINVAL (NULL, size too small). Works on destroyed
  * vCPUs until vsched_vm_destroy(). Context: any thread.
  */
-VSCHED_API int vsched_vcpu_stats(const struct vsched_vcpu *vcpu,
+VSCHED_API int vsched_vcpu_read_stats(const struct vsched_vcpu *vcpu,
 				 struct vsched_vcpu_stats *out);
 
 #ifdef __cplusplus

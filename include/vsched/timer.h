@@ -107,12 +107,16 @@ struct vsched_timer_stats {
 	uint64_t stale_cancelled;
 	/** Stale expiries delivered anyway (known stale, or reported). */
 	uint64_t stale_delivered;
-	/** timer_read calls and their total measured ns. */
+	/** timer_read calls. */
 	uint64_t state_reads;
+	/** Their total measured ns. */
 	uint64_t state_read_ns;
-	/** ADAPTIVE: current choice (1: reading) and its estimates. */
+	/** ADAPTIVE: current choice (1: reading). */
 	unsigned adaptive_reading;
-	uint64_t est_read_ns, est_spurious_ns;
+	/** ADAPTIVE: estimated cost of one read. */
+	uint64_t est_read_ns;
+	/** ADAPTIVE: estimated cost of one spurious delivery. */
+	uint64_t est_spurious_ns;
 	/** Estimated share of stale expiries, per mille. */
 	unsigned est_stale_permille;
 };
@@ -166,7 +170,7 @@ VSCHED_API int vsched_timer_report_spurious(struct vsched_timer *t,
 					    uint64_t cost_ns);
 
 /** Copy a timer's counters. @return 0 or VSCHED_EINVAL. Any thread. */
-VSCHED_API int vsched_timer_stats(const struct vsched_timer *t,
+VSCHED_API int vsched_timer_read_stats(const struct vsched_timer *t,
 				  struct vsched_timer_stats *out);
 
 /**

@@ -10,10 +10,14 @@
 #ifndef VSCHED_VERSION_H
 #define VSCHED_VERSION_H
 
+/** Major version: the ABI (the shared library's SONAME). */
 #define VSCHED_VERSION_MAJOR 0
+/** Minor version: grows with compatible additions. */
 #define VSCHED_VERSION_MINOR 1
+/** Patch version: fixes only. */
 #define VSCHED_VERSION_PATCH 0
 
+/** Marks an exported function (the library hides everything else). */
 #if defined(__GNUC__)
 #define VSCHED_API __attribute__((visibility("default")))
 #else

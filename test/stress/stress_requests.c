@@ -338,7 +338,7 @@ int main(int argc, char **argv)
 	uint64_t polls_won = 0, polls = 0, skips = 0;
 	for (unsigned i = 0; i < NVCPUS; i++) {
 		struct vsched_vcpu_stats s = { .size = sizeof(s) };
-		vsched_vcpu_stats(vcpus[i].v, &s);
+		vsched_vcpu_read_stats(vcpus[i].v, &s);
 		for (unsigned k = 0; k < NKINDS; k++) {
 			uint64_t p = atomic_load(&posts[i][k]);
 			uint64_t got = s.kind[k].serviced + s.kind[k].coalesced;

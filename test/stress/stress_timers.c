@@ -95,7 +95,7 @@ int main(int argc, char **argv)
 	due++;
 
 	struct vsched_timer_stats s;
-	vsched_timer_stats(timer, &s);
+	vsched_timer_read_stats(timer, &s);
 	printf("arms %llu, due epochs %llu, expiries posted %llu (by the service %llu)\n",
 	       (unsigned long long)arms, (unsigned long long)due,
 	       (unsigned long long)s.fired, (unsigned long long)atomic_load(&by_service));

@@ -110,7 +110,7 @@ static inline struct vsched_vcpu *make_vcpu(struct vsched_vm *vm, unsigned id)
 static inline struct vsched_vcpu_stats stats_of(struct vsched_vcpu *v)
 {
 	struct vsched_vcpu_stats s = { .size = sizeof(s) };
-	assert_int_equal(vsched_vcpu_stats(v, &s), 0);
+	assert_int_equal(vsched_vcpu_read_stats(v, &s), 0);
 	return s;
 }
 

@@ -149,9 +149,9 @@ static void test_vcpu_bad_input(void **state)
 	assert_null(vsched_vcpu_vm(NULL));
 	assert_int_equal(vsched_vcpu_id(NULL), VSCHED_EINVAL);
 	assert_int_equal(vsched_vcpu_mode(NULL), VSCHED_EINVAL);
-	assert_int_equal(vsched_vcpu_stats(NULL, &s), VSCHED_EINVAL);
-	assert_int_equal(vsched_vcpu_stats(v, NULL), VSCHED_EINVAL);
-	assert_int_equal(vsched_vcpu_stats(v, &s), VSCHED_EINVAL);
+	assert_int_equal(vsched_vcpu_read_stats(NULL, &s), VSCHED_EINVAL);
+	assert_int_equal(vsched_vcpu_read_stats(v, NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_vcpu_read_stats(v, &s), VSCHED_EINVAL);
 
 	/* Something posted first must survive every bad call below. */
 	handled = 0;
@@ -200,7 +200,7 @@ static void test_vcpu_bad_input(void **state)
 	assert_int_equal(vsched_vcpu_block(v, 0), VSCHED_ESHUTDOWN);
 	assert_int_equal(vsched_broadcast(vm, NULL, 0, K_A), 0); /* skipped */
 	s.size = sizeof(s);
-	assert_int_equal(vsched_vcpu_stats(v, &s), 0); /* still readable */
+	assert_int_equal(vsched_vcpu_read_stats(v, &s), 0); /* still readable */
 	assert_int_equal(s.kind[K_A].serviced, 2);
 	vsched_vm_destroy(vm);
 }

@@ -64,7 +64,7 @@ static void rig_up(struct rig *r, unsigned semantics, unsigned cancel, bool nest
 static struct vsched_timer_stats tstats(struct vsched_timer *t)
 {
 	struct vsched_timer_stats s;
-	assert_int_equal(vsched_timer_stats(t, &s), 0);
+	assert_int_equal(vsched_timer_read_stats(t, &s), 0);
 	return s;
 }
 
@@ -404,8 +404,8 @@ static void test_timer_bad_input(void **state)
 	assert_int_equal(vsched_timer_set_ctl(r.t, true, false), VSCHED_EINVAL); /* not LEVEL */
 	assert_int_equal(vsched_timer_get(NULL, NULL, NULL), VSCHED_EINVAL);
 	assert_int_equal(vsched_timer_report_spurious(NULL, 1), VSCHED_EINVAL);
-	assert_int_equal(vsched_timer_stats(NULL, &s), VSCHED_EINVAL);
-	assert_int_equal(vsched_timer_stats(r.t, NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_read_stats(NULL, &s), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_read_stats(r.t, NULL), VSCHED_EINVAL);
 	assert_int_equal(vsched_vcpu_fire_timers(NULL), VSCHED_EINVAL);
 	assert_int_equal(vsched_vcpu_next_timer(NULL, NULL), VSCHED_EINVAL);
 	assert_int_equal(vsched_timer_service_create(NULL, NULL), VSCHED_EINVAL);

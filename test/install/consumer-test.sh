@@ -1,0 +1,27 @@
+#!/bin/sh
+# Install vsched into a temporary prefix, then build and run a consumer
+# against it twice: through pkg-config and through find_package.
+# usage: consumer-test.sh BUILD_DIR SOURCE_DIR
+set -eu
+build=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+pc=$(find "$tmp/prefix" -name vsched.pc | head -n1)
+libdir=$(dirname "$(dirname "$pc")")
+
+echo "== pkg-config ($pc)"
+PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --modversion vsched
+${CC:-cc} -o "$tmp/consumer_pc" "$src/test/install/consumer.c" \
+	$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs vsched) \
+	-Wl,-rpath,"$libdir"
+"$tmp/consumer_pc"
+
+echo "== find_package(vsched CONFIG)"
+cmake -S "$src/test/install" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+	-DCMAKE_BUILD_RPATH="$libdir" >/dev/null
+cmake --build "$tmp/build" >/dev/null
+"$tmp/build/consumer_shared"
+"$tmp/build/consumer_static"
+echo "consumer test: OK"
