@@ -225,6 +225,7 @@ static int engine(struct target *t, uint64_t deadline,
 	}
 	runnable_enter(t);
 	t0 = ops->now_ns(ops->ctx);
+	VSCHED__TRACE2(block_begin, t->vcpu ? (int)t->vcpu->id : -1, deadline);
 
 	/* 1. The blocking hook covers the whole poll window. */
 	if (t->vcpu && ops->blocking)
@@ -364,7 +365,19 @@ out:
 		hist(s->hs.hist_wait, w);
 	}
 	/* 5. The policy learns how long the halt really was. */
-	vsched_poll_update(&cfg.p, &s->poll, window, halt_ns, valid);
+	{
+		uint64_t before = vsched_poll_window(&cfg.p, &s->poll), after;
+		vsched_poll_update(&cfg.p, &s->poll, window, halt_ns, valid);
+		after = vsched_poll_window(&cfg.p, &s->poll);
+		if (after != before)
+			VSCHED__TRACE3(window_change, t->vcpu ? (int)t->vcpu->id : -1,
+				       before, after);
+	}
+	if (attempted && !waited)
+		VSCHED__TRACE2(poll_won, t->vcpu ? (int)t->vcpu->id : -1, res->poll_ns);
+	else if (attempted)
+		VSCHED__TRACE2(poll_lost, t->vcpu ? (int)t->vcpu->id : -1, res->poll_ns);
+	VSCHED__TRACE3(block_end, t->vcpu ? (int)t->vcpu->id : -1, reason, halt_ns);
 
 	res->reason = reason;
 	res->halt_ns = halt_ns;

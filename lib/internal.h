@@ -16,6 +16,7 @@
 #include <vsched/vsched.h>
 
 #include "arch/arch.h"
+#include "trace.h"
 
 #define VSCHED__CACHELINE 64
 #define VSCHED__ALIGNED __attribute__((aligned(VSCHED__CACHELINE)))

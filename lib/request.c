@@ -194,6 +194,7 @@ int vsched__kick_decide(struct vsched_vcpu *v, struct vsched__sleeper *s,
 					    VSCHED_MODE_EXITING_GUEST,
 				    memory_order_seq_cst, memory_order_relaxed)) {
 				vsched__count_shared(&v->ps.kicks_sent);
+				VSCHED__TRACE1(kick, v->id);
 				if (ops->kick)
 					ops->kick(v, ops->ctx);
 				return 1;
@@ -210,6 +211,7 @@ int vsched__kick_decide(struct vsched_vcpu *v, struct vsched__sleeper *s,
 					    VSCHED_MODE_OUTSIDE_GUEST,
 				    memory_order_seq_cst, memory_order_relaxed)) {
 				vsched__count_shared(wakeups);
+				VSCHED__TRACE1(wakeup, v ? (int)v->id : -1);
 				vsched__wake_sleeper(s);
 				return 1;
 			}
@@ -275,6 +277,7 @@ post_rank(struct vsched_vcpu *v, unsigned r, unsigned flags,
 	old = atomic_fetch_or_explicit(&v->pending, bit, memory_order_seq_cst);
 	vsched__mb_after_rmw();
 	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
+	VSCHED__TRACE2(post, v->id, v->vm->table.by_rank[r].kind);
 	if (old & bit)
 		vsched__count_shared(&v->ps.coalesced[r]);
 	vsched__kick_decide(v, &v->sl, &v->ps.wakeups, m, flags);

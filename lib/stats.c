@@ -43,3 +43,142 @@ int vsched_vcpu_read_stats(const struct vsched_vcpu *v, struct vsched_vcpu_stats
 	out->halt.halt_wakeup = out->wakeups;
 	return 0;
 }
+
+/* ------------------------------------------------------------------ */
+/* Descriptor-based snapshot and its text / JSON writer. */
+
+#include <errno.h>
+#include <stdio.h>
+
+enum { H = VSCHED_HIST_BUCKETS, K = VSCHED_MAX_KINDS };
+
+#define C(name, unit, off) { name, VSCHED_STAT_COUNTER, unit, off, 1, 0 }
+#define PK(name, off) { name, VSCHED_STAT_COUNTER, "count", off, K, 1 }
+#define HIST(name, off) { name, VSCHED_STAT_LOG2_HIST, "ns", off, H, 0 }
+
+static const struct vsched_stat_desc descs[] = {
+	C("entries", "count", 0),
+	C("cancelled_entries", "count", 1),
+	C("kicks_sent", "count", 2),
+	C("kicks_avoided", "count", 3),
+	C("halt_wakeup", "count", 4),
+	C("spurious_wakeups", "count", 5),
+	C("halt_successful_poll", "count", 6),
+	C("halt_attempted_poll", "count", 7),
+	C("halt_poll_invalid", "count", 8),
+	C("halt_poll_success_ns", "ns", 9),
+	C("halt_poll_fail_ns", "ns", 10),
+	C("halt_wait_ns", "ns", 11),
+	C("halt_poll_vetoed", "count", 12),
+	C("idle_fastpath_skips", "count", 13),
+	C("idle_fastpath_stores", "count", 14),
+	PK("posted", 15),
+	PK("serviced", 15 + K),
+	PK("coalesced", 15 + 2 * K),
+	PK("kind_cancelled_entries", 15 + 3 * K),
+	PK("payloads_delivered", 15 + 4 * K),
+	HIST("halt_poll_success_hist", 15 + 5 * K),
+	HIST("halt_poll_fail_hist", 15 + 5 * K + H),
+	HIST("halt_wait_hist", 15 + 5 * K + 2 * H),
+};
+
+#define NVALUES (15 + 5 * K + 3 * H)
+
+int vsched_vcpu_stat_descs(const struct vsched_stat_desc **d, unsigned *count,
+			   unsigned *nvalues)
+{
+	if (!d || !count || !nvalues)
+		return VSCHED_EINVAL;
+	*d = descs;
+	*count = sizeof(descs) / sizeof(descs[0]);
+	*nvalues = NVALUES;
+	return 0;
+}
+
+int vsched_vcpu_stat_values(const struct vsched_vcpu *v, uint64_t *val,
+			    unsigned nvalues)
+{
+	struct vsched_vcpu_stats s = { .size = sizeof(s) };
+	const struct vsched_halt_stats *h = &s.halt;
+	unsigned i = 0;
+
+	if (!v || !val || nvalues < NVALUES)
+		return VSCHED_EINVAL;
+	vsched_vcpu_read_stats(v, &s);
+	const uint64_t c[15] = { s.entries, s.cancelled_entries, s.kicks_sent,
+				 s.kicks_avoided, s.wakeups, s.spurious_wakeups,
+				 h->halt_successful_poll, h->halt_attempted_poll,
+				 h->halt_poll_invalid, h->halt_poll_success_ns,
+				 h->halt_poll_fail_ns, h->halt_wait_ns,
+				 h->halt_poll_vetoed, h->idle_fastpath_skips,
+				 h->idle_fastpath_stores };
+	for (; i < 15; i++)
+		val[i] = c[i];
+	for (unsigned k = 0; k < K; k++) {
+		val[15 + k] = s.kind[k].posted;
+		val[15 + K + k] = s.kind[k].serviced;
+		val[15 + 2 * K + k] = s.kind[k].coalesced;
+		val[15 + 3 * K + k] = s.kind[k].cancelled_entries;
+		val[15 + 4 * K + k] = s.kind[k].payloads_delivered;
+	}
+	for (unsigned b = 0; b < H; b++) {
+		val[15 + 5 * K + b] = h->halt_poll_success_hist[b];
+		val[15 + 5 * K + H + b] = h->halt_poll_fail_hist[b];
+		val[15 + 5 * K + 2 * H + b] = h->halt_wait_hist[b];
+	}
+	return 0;
+}
+
+int vsched_vcpu_stats_write(const struct vsched_vcpu *v, FILE *f, unsigned format)
+{
+	uint64_t val[NVALUES];
+	const unsigned n = sizeof(descs) / sizeof(descs[0]);
+	const bool json = format == VSCHED_STATS_JSON;
+
+	if (!v || !f || format > VSCHED_STATS_JSON)
+		return VSCHED_EINVAL;
+	vsched_vcpu_stat_values(v, val, NVALUES);
+	if (json)
+		fprintf(f, "{\"vcpu\": %u", v->id);
+	for (unsigned i = 0; i < n; i++) {
+		const struct vsched_stat_desc *d = &descs[i];
+		if (d->size == 1) {
+			if (json)
+				fprintf(f, ", \"%s\": %llu", d->name,
+					(unsigned long long)val[d->offset]);
+			else
+				fprintf(f, "vcpu%u.%s %llu\n", v->id, d->name,
+					(unsigned long long)val[d->offset]);
+			continue;
+		}
+		bool first = true;
+		if (json)
+			fprintf(f, ", \"%s\": {", d->name);
+		for (unsigned j = 0; j < d->size; j++) {
+			uint64_t x = val[d->offset + j];
+			const char *kname = d->per_kind ? vsched_request_name(v->vm, j) : NULL;
+			if (!x)
+				continue;
+			if (json) {
+				if (kname)
+					fprintf(f, "%s\"%s\": %llu", first ? "" : ", ", kname,
+						(unsigned long long)x);
+				else
+					fprintf(f, "%s\"%u\": %llu", first ? "" : ", ", j,
+						(unsigned long long)x);
+			} else if (kname) {
+				fprintf(f, "vcpu%u.%s{kind=%s} %llu\n", v->id, d->name, kname,
+					(unsigned long long)x);
+			} else {
+				fprintf(f, "vcpu%u.%s{log2=%u} %llu\n", v->id, d->name, j,
+					(unsigned long long)x);
+			}
+			first = false;
+		}
+		if (json)
+			fprintf(f, "}");
+	}
+	if (json)
+		fprintf(f, "}\n");
+	return ferror(f) ? -EIO : 0;
+}

@@ -75,6 +75,7 @@ static uint64_t now_of(const struct vsched_timer *t)
 static void post_expiry(struct vsched_timer *t)
 {
 	vsched__count_shared(&t->st.fired);
+	VSCHED__TRACE2(timer_fire, t->vcpu->id, t->kind);
 	vsched_post(t->vcpu, t->kind);
 }
 
@@ -353,6 +354,7 @@ bool vsched__timer_filter(struct vsched_vcpu *v, unsigned r)
 	}
 	if (stale) {
 		vsched__count(&t->st.stale_cancelled);
+		VSCHED__TRACE2(timer_cancel, v->id, t->kind);
 		return false;
 	}
 	/* vsched's view says due; the guest may have re-armed where only
@@ -388,6 +390,7 @@ bool vsched__timer_filter(struct vsched_vcpu *v, unsigned r)
 		if (d)
 			service_note(v->vm, d);
 		vsched__count(&t->st.stale_cancelled);
+		VSCHED__TRACE2(timer_cancel, v->id, t->kind);
 		return false;
 	}
 deliver:

@@ -136,6 +136,7 @@ int vsched_vcpu_enter(struct vsched_vcpu *v)
 	}
 	/* Back out before running guest code; count each pending kind. */
 	vsched__mode_leave(v, VSCHED_MODE_OUTSIDE_GUEST);
+	VSCHED__TRACE2(entry_cancelled, v->id, p);
 	vsched__count(&v->vs.cancelled_entries);
 	while (p) {
 		unsigned r = (unsigned)__builtin_ctzll(p);

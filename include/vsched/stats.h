@@ -7,6 +7,7 @@
 #define VSCHED_STATS_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <vsched/request.h>
 #include <vsched/version.h>
 
@@ -99,6 +100,64 @@ struct vsched_vcpu_stats {
  */
 VSCHED_API int vsched_vcpu_read_stats(const struct vsched_vcpu *vcpu,
 				 struct vsched_vcpu_stats *out);
+
+/** Kinds of statistic (as KVM's binary stats). */
+enum vsched_stat_type {
+	/** A monotonic count. */
+	VSCHED_STAT_COUNTER = 0,
+	/** A log2 histogram: value i counts samples in [2^(i-1), 2^i). */
+	VSCHED_STAT_LOG2_HIST = 1,
+};
+
+/** Describes one statistic of the values array. */
+struct vsched_stat_desc {
+	/** Stable name (KVM's where KVM has one). */
+	const char *name;
+	/** enum vsched_stat_type. */
+	unsigned type;
+	/** "count" or "ns". */
+	const char *unit;
+	/** Index of its first value in the values array. */
+	unsigned offset;
+	/** Number of values: 1, VSCHED_HIST_BUCKETS, or VSCHED_MAX_KINDS. */
+	unsigned size;
+	/** 1 when the values are indexed by request kind number. */
+	unsigned per_kind;
+};
+
+/**
+ * The descriptors of the per-vCPU statistics, fixed for a library version
+ * (new ones only at the end).
+ * @param descs   receives the table (static storage).
+ * @param count   receives the number of descriptors.
+ * @param nvalues receives the length of the values array they describe.
+ * @return 0 or VSCHED_EINVAL. Any thread.
+ */
+VSCHED_API int vsched_vcpu_stat_descs(const struct vsched_stat_desc **descs,
+				      unsigned *count, unsigned *nvalues);
+
+/**
+ * Read a vCPU's statistics into `values`, laid out by the descriptors.
+ * @return 0, VSCHED_EINVAL (NULL, nvalues too small). Any thread.
+ */
+VSCHED_API int vsched_vcpu_stat_values(const struct vsched_vcpu *vcpu,
+				       uint64_t *values, unsigned nvalues);
+
+/** Output formats of vsched_vcpu_stats_write(). */
+enum vsched_stats_format {
+	/** One `name value` line per non-zero value. */
+	VSCHED_STATS_TEXT = 0,
+	/** One JSON object. */
+	VSCHED_STATS_JSON = 1,
+};
+
+/**
+ * Write a snapshot of a vCPU's statistics, naming per-kind values by the
+ * request kind's name and skipping zero histogram buckets and kinds.
+ * @return 0, VSCHED_EINVAL, or -EIO when writing failed. Any thread.
+ */
+VSCHED_API int vsched_vcpu_stats_write(const struct vsched_vcpu *vcpu, FILE *f,
+				       unsigned format);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,9 @@
  * ABI rule: within one VSCHED_VERSION_MAJOR, a public function never changes
  * its signature or meaning, enums only grow at the end, and structs passed by
  * the caller start with a `size` field so that new members can be appended.
+ * The shared library's SONAME carries the major version and its version
+ * script exports only vsched_* symbols. Until 1.0 the API is not declared
+ * stable; from 1.0 on, CI compares the library with an abidiff baseline.
  */
 #ifndef VSCHED_VERSION_H
 #define VSCHED_VERSION_H
