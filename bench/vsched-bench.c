@@ -55,7 +55,7 @@
 #include "arch/arch.h"
 
 #define MAX_RUNS 64
-#define NOINLINE __attribute__((noinline))
+#define NOINLINE __attribute__((noinline, noclone))
 
 static int opt_json, opt_quick, opt_runs = 5;
 
@@ -1301,6 +1301,48 @@ static void bench_scale(void)
 	}
 }
 
+/* ------------------------------------------------------------------ */
+/* instr: fixed loops for bench/callgrind.sh (instruction counts) */
+
+#define INSTR_N 100000
+
+static NOINLINE void instr_vsched(struct vsched_vcpu *v)
+{
+	for (long i = 0; i < INSTR_N; i++)
+		vsched_service(v);
+	for (long i = 0; i < INSTR_N; i++) {
+		vsched_post(v, K_A);
+		vsched_service(v);
+	}
+	for (long i = 0; i < INSTR_N; i++) {
+		vsched_vcpu_enter(v);
+		vsched_vcpu_exit(v);
+	}
+}
+
+static NOINLINE void instr_raw(struct raw_vcpu *r)
+{
+	for (long i = 0; i < INSTR_N; i++)
+		raw_service(r);
+	for (long i = 0; i < INSTR_N; i++) {
+		raw_post(r);
+		raw_service(r);
+	}
+	for (long i = 0; i < INSTR_N; i++)
+		raw_enter_exit(r);
+}
+
+static void bench_instr(void)
+{
+	struct vsched_vcpu *v;
+	static struct raw_vcpu raw;
+	struct vsched_vm *vm = make_vm(0, &v, 1, empty_handler);
+	instr_vsched(v);
+	instr_raw(&raw);
+	vsched_vm_destroy(vm);
+	printf("instr: %d iterations of each path; run under bench/callgrind.sh\n", INSTR_N);
+}
+
 int main(int argc, char **argv)
 {
 	const char *which = "all";
@@ -1338,6 +1380,8 @@ int main(int argc, char **argv)
 		bench_request();
 	if (!strcmp(which, "wakeup") || !strcmp(which, "all"))
 		bench_wakeup();
+	if (!strcmp(which, "instr"))
+		bench_instr();
 	if (!strcmp(which, "pmi") || !strcmp(which, "all"))
 		bench_pmi();
 	if (!strcmp(which, "idle") || !strcmp(which, "all"))

@@ -280,7 +280,11 @@ post_rank(struct vsched_vcpu *v, unsigned r, unsigned flags,
 	VSCHED__TRACE2(post, v->id, v->vm->table.by_rank[r].kind);
 	if (old & bit)
 		vsched__count_shared(&v->ps.coalesced[r]);
-	vsched__kick_decide(v, &v->sl, &v->ps.wakeups, m, flags);
+	/* The common case, a vCPU outside the guest or polling, needs
+	 * nothing: decide out of line only for IN_GUEST and BLOCKED. */
+	if (VSCHED__UNLIKELY(vsched__mode_of(m) == VSCHED_MODE_IN_GUEST ||
+			     vsched__mode_of(m) == VSCHED_MODE_BLOCKED))
+		vsched__kick_decide(v, &v->sl, &v->ps.wakeups, m, flags);
 	*seen = m;
 	return 0;
 }
@@ -298,7 +302,8 @@ static int lookup(const struct vsched_vm *vm, unsigned kind, unsigned *rank)
 	return 0;
 }
 
-static int post_common(struct vsched_vcpu *v, unsigned kind,
+static inline __attribute__((always_inline)) int
+post_common(struct vsched_vcpu *v, unsigned kind,
 		       struct vsched_payload *payload)
 {
 	unsigned r, flags;
