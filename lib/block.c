@@ -207,7 +207,6 @@ static int engine(struct target *t, uint64_t deadline,
 	struct vsched__sleeper *s = t->s;
 	struct vsched_vm *vm = s->vm;
 	const struct vsched_host_ops *ops = &vm->ops;
-	struct vsched__poll_cfg cfg;
 	struct vsched_block_result local = { .size = sizeof(local) };
 	uint64_t t0, now, poll_end, sleep_start = 0, window = 0, halt_ns, eff;
 	uint32_t m = atomic_load_explicit(s->word, memory_order_relaxed);
@@ -218,9 +217,14 @@ static int engine(struct target *t, uint64_t deadline,
 	if (!res)
 		res = &local;
 	res->nready = 0;
-	vsched__poll_read(vm, &cfg);
-	if (s->poll_gen != cfg.gen) {
-		vsched_poll_init(&cfg.p, &s->poll);
+	/* The policy: a copy, refreshed (under RCU) only when the VM's
+	 * generation moved, so that a halt normally costs one load here. */
+	if (VSCHED__UNLIKELY(atomic_load_explicit(&vm->poll_gen, memory_order_acquire) !=
+			     s->poll_gen)) {
+		struct vsched__poll_cfg cfg;
+		vsched__poll_read(vm, &cfg);
+		s->params = cfg.p;
+		vsched_poll_init(&s->params, &s->poll);
 		s->poll_gen = cfg.gen;
 	}
 	runnable_enter(t);
@@ -232,7 +236,7 @@ static int engine(struct target *t, uint64_t deadline,
 		ops->blocking(t->vcpu, ops->ctx);
 	poll_end = t0;
 
-	if (t->vcpu)
+	if (t->vcpu && atomic_load_explicit(&t->vcpu->ntimers_pub, memory_order_relaxed))
 		vsched_vcpu_fire_timers(t->vcpu); /* expired timers post now */
 	reason = ready(t);
 	if (reason)
@@ -244,7 +248,7 @@ static int engine(struct target *t, uint64_t deadline,
 	eff = effective(t, deadline);
 
 	/* 2. Poll, unless vetoed. */
-	window = vsched_poll_window(&cfg.p, &s->poll);
+	window = vsched_poll_window(&s->params, &s->poll);
 	if (window) {
 		vetoed = atomic_load_explicit(&s->guest_poll_off, memory_order_relaxed);
 		if (!vetoed && t->vcpu)
@@ -366,12 +370,11 @@ out:
 	}
 	/* 5. The policy learns how long the halt really was. */
 	{
-		uint64_t before = vsched_poll_window(&cfg.p, &s->poll), after;
-		vsched_poll_update(&cfg.p, &s->poll, window, halt_ns, valid);
-		after = vsched_poll_window(&cfg.p, &s->poll);
-		if (after != before)
+		uint64_t before = s->poll.window_ns;
+		vsched_poll_update(&s->params, &s->poll, window, halt_ns, valid);
+		if (s->poll.window_ns != before)
 			VSCHED__TRACE3(window_change, t->vcpu ? (int)t->vcpu->id : -1,
-				       before, after);
+				       before, s->poll.window_ns);
 	}
 	if (attempted && !waited)
 		VSCHED__TRACE2(poll_won, t->vcpu ? (int)t->vcpu->id : -1, res->poll_ns);

@@ -107,6 +107,7 @@ struct vsched__sleeper {
 	/* Owner thread only. */
 	struct vsched_poll_state poll VSCHED__ALIGNED;
 	uint64_t poll_gen;
+	struct vsched_poll_params params; /* copy of the VM's, gen poll_gen */
 	bool counted_runnable;
 	/* Written by the owner, read anywhere. */
 	struct {
@@ -127,7 +128,7 @@ struct vsched_vm {
 	struct vsched_timer_service *_Atomic tsvc;
 	struct vsched_allocator alloc;
 	struct vsched__poll_cfg *_Atomic poll; /* RCU-protected */
-	uint64_t poll_gen;
+	_Atomic uint64_t poll_gen;             /* bumped by each install */
 	unsigned ncpus;
 	void *user;
 	unsigned max_vcpus;

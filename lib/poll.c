@@ -218,8 +218,11 @@ int vsched__poll_install(struct vsched_vm *vm, const struct vsched_poll_params *
 		return VSCHED_ENOMEM;
 	cfg->p = *p;
 	pthread_mutex_lock(&vm->lock);
-	cfg->gen = ++vm->poll_gen;
+	cfg->gen = atomic_load(&vm->poll_gen) + 1;
 	old = atomic_exchange_explicit(&vm->poll, cfg, memory_order_seq_cst);
+	/* After the pointer: a reader that sees the new generation finds the
+	 * new parameters behind the pointer. */
+	atomic_store_explicit(&vm->poll_gen, cfg->gen, memory_order_release);
 	pthread_mutex_unlock(&vm->lock);
 	if (old) {
 		urcu_bp_synchronize_rcu();
