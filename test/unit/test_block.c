@@ -531,6 +531,11 @@ static void test_seccomp_allow_list(void **state)
 {
 	int status;
 	(void)state;
+	/* valgrind's own syscalls would trip the filter: checked without it */
+	if (getenv("VSCHED_UNDER_VALGRIND")) {
+		skip();
+		return;
+	}
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0)
