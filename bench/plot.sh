@@ -37,23 +37,27 @@ if [ "$n" -gt 0 ]; then
 	} | gnuplot
 fi
 
-# 2. Wakeup round trips against their raw baselines (medians, min-max).
-grep '"bench": "wakeup"' "$json" | while read -r l; do
-	m=$(echo "$l" | field metric); v=$(echo "$l" | field value); b=$(echo "$l" | field baseline_value)
-	lo=$(echo "$l" | field min); hi=$(echo "$l" | field max)
-	echo "$m $v $lo $hi $b"
-done > "$tmp/wakeup"
-if [ -s "$tmp/wakeup" ]; then
+# 2. Wakeup round-trip distributions (quantiles), vsched against raw.
+for kind in polled blocked; do
+	for q in p10 p50 p90 p99 p99.9; do
+		l=$(grep "\"metric\": \"${kind}_round_trip_$q\"" "$json" || true)
+		[ -n "$l" ] || continue
+		echo "${q#p} $(echo "$l" | field value) $(echo "$l" | field baseline_value)"
+	done > "$tmp/dist_$kind"
+done
+if [ -s "$tmp/dist_polled" ]; then
 	gnuplot <<GP
-set terminal pngcairo size 900,500 font ',10'
+set terminal pngcairo size 1200,450 font ',10'
 set output '$out/wakeup.png'
-set title 'Wakeup round trips: vsched (median, min-max over runs) vs raw baseline'
-set style data histograms
-set style fill solid 0.6
+set multiplot layout 1,2 title 'Wakeup round trips: distribution (quantiles of one timed run)'
 set logscale y
-set ylabel 'ns per round trip'
-set key top left
-plot '$tmp/wakeup' using 2:xtic(1) title 'vsched', '' using 5 title 'raw baseline'
+set xlabel 'percentile'; set ylabel 'ns per round trip'; set key top left
+set xtics ('10' 0, '50' 1, '90' 2, '99' 3, '99.9' 4)
+set title 'polled'
+plot '$tmp/dist_polled' using 0:2 with linespoints pt 7 title 'vsched', '' using 0:3 with linespoints pt 5 title 'raw spin ping-pong'
+set title 'blocked (futex)'
+plot '$tmp/dist_blocked' using 0:2 with linespoints pt 7 title 'vsched', '' using 0:3 with linespoints pt 5 title 'raw futex ping-pong'
+unset multiplot
 GP
 fi
 

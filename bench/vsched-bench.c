@@ -66,6 +66,8 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static int cmp_u64(const void *a, const void *b);
+
 static int cmp_d(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -265,6 +267,10 @@ static void *raw_peer(void *arg)
 	return NULL;
 }
 
+/* When set, the next ping-pong records each round trip here (both sides
+ * then pay the same two clock reads per round trip). */
+static uint64_t *pp_lat;
+
 static double raw_pingpong(long iters, int futex)
 {
 	static struct pp p;
@@ -277,6 +283,7 @@ static double raw_pingpong(long iters, int futex)
 	uint64_t t0 = now_ns();
 	for (uint32_t i = 1; i <= (uint32_t)iters; i++) {
 		uint32_t x;
+		uint64_t s0 = pp_lat ? now_ns() : 0;
 		atomic_store_explicit(&p.a, i, memory_order_release);
 		if (futex)
 			fwake(&p.a);
@@ -285,6 +292,8 @@ static double raw_pingpong(long iters, int futex)
 				fwait(&p.b, x);
 			else
 				vsched__relax();
+		if (pp_lat)
+			pp_lat[i - 1] = now_ns() - s0;
 	}
 	uint64_t t1 = now_ns();
 	pthread_join(t, NULL);
@@ -316,11 +325,14 @@ static double vs_pingpong(long iters, uint64_t poll_ns)
 	pin(0);
 	uint64_t t0 = now_ns();
 	for (long i = 0; i < iters; i++) {
+		uint64_t s0 = pp_lat ? now_ns() : 0;
 		vsched_post(p.v[1], K_A);
 		while (vsched_vcpu_block(p.v[0], VSCHED_DEADLINE_NONE) !=
 		       VSCHED_WAKE_REQUEST)
 			;
 		vsched_service(p.v[0]);
+		if (pp_lat)
+			pp_lat[i] = now_ns() - s0;
 	}
 	uint64_t t1 = now_ns();
 	pthread_join(t, NULL);
@@ -353,6 +365,31 @@ static void bench_wakeup(void)
 	}
 	report("wakeup", "polled_round_trip", "ns", "raw_spin_pingpong", a, b, opt_runs);
 	report("wakeup", "blocked_round_trip", "ns", "raw_futex_pingpong", c, d, opt_runs);
+
+	/* Distributions: one timed run of each, round trip by round trip. */
+	static const double q[] = { 0.10, 0.50, 0.90, 0.99, 0.999 };
+	static const char *qn[] = { "p10", "p50", "p90", "p99", "p99.9" };
+	for (int kind = 0; kind < 2; kind++) {
+		long n = kind ? blocked : polled;
+		uint64_t *x = malloc(n * sizeof(*x)), *y = malloc(n * sizeof(*y));
+		pp_lat = x;
+		vs_pingpong(n, kind ? 0 : 1000000000ull);
+		pp_lat = y;
+		raw_pingpong(n, kind);
+		pp_lat = NULL;
+		qsort(x, n, sizeof(*x), cmp_u64);
+		qsort(y, n, sizeof(*y), cmp_u64);
+		for (unsigned k = 0; k < 5; k++) {
+			char m[64];
+			double vx = (double)x[(long)(q[k] * (n - 1))];
+			double vy = (double)y[(long)(q[k] * (n - 1))];
+			snprintf(m, sizeof(m), "%s_round_trip_%s", kind ? "blocked" : "polled", qn[k]);
+			report("wakeup", m, "ns", kind ? "raw_futex_pingpong" : "raw_spin_pingpong",
+			       &vx, &vy, 1);
+		}
+		free(x);
+		free(y);
+	}
 }
 
 /* ------------------------------------------------------------------ */

@@ -149,16 +149,9 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 		       struct vsched_block_result *res)
 {
 	struct vsched__sleeper *s = t->s;
-	struct itimerspec its = { 0 };
 	struct epoll_event ev[VSCHED_BLOCK_MAX_TAGS + 2];
 
-	if (deadline != VSCHED_DEADLINE_NONE) {
-		its.it_value.tv_sec = (time_t)(deadline / 1000000000u);
-		its.it_value.tv_nsec = (long)(deadline % 1000000000u);
-		if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
-			its.it_value.tv_nsec = 1;
-	}
-	timerfd_settime(s->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+	vsched__timerfd_at(s->tfd, deadline);
 	for (;;) {
 		uint64_t drain;
 		bool timer = false;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sys/timerfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,4 +42,19 @@ void vsched__futex_wake(uint32_t *word, void *ctx)
 	(void)ctx;
 	syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL,
 		NULL, 0);
+}
+
+void vsched__timerfd_at(int fd, uint64_t deadline_ns)
+{
+	struct itimerspec its = { 0 };
+
+	/* An absolute CLOCK_MONOTONIC deadline; none disarms. A zero value
+	 * would disarm too, so the earliest deadline is 1 ns. */
+	if (deadline_ns != VSCHED_DEADLINE_NONE) {
+		its.it_value.tv_sec = (time_t)(deadline_ns / 1000000000u);
+		its.it_value.tv_nsec = (long)(deadline_ns % 1000000000u);
+		if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
+			its.it_value.tv_nsec = 1;
+	}
+	timerfd_settime(fd, TFD_TIMER_ABSTIME, &its, NULL);
 }

@@ -238,6 +238,18 @@ int vsched__futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns,
 		       void *ctx);
 void vsched__futex_wake(uint32_t *word, void *ctx);
 uint64_t vsched__clock_now(void *ctx);
+/* Arm a timerfd at an absolute CLOCK_MONOTONIC deadline (NONE disarms). */
+void vsched__timerfd_at(int fd, uint64_t deadline_ns);
+
+/* liburcu is not built with ThreadSanitizer: annotate its hand-offs. */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define VSCHED__TSAN_RELEASE(p) __tsan_release(p)
+#define VSCHED__TSAN_ACQUIRE(p) __tsan_acquire(p)
+#else
+#define VSCHED__TSAN_RELEASE(p) do { } while (0)
+#define VSCHED__TSAN_ACQUIRE(p) do { } while (0)
+#endif
 
 void *vsched__alloc(const struct vsched_allocator *a, size_t size);
 void vsched__free(const struct vsched_allocator *a, void *p, size_t size);

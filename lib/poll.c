@@ -207,18 +207,6 @@ int vsched_poll_update(const struct vsched_poll_params *p,
 
 #include <urcu/urcu-bp.h>
 
-/* liburcu is not built with ThreadSanitizer: a reader's section ends with a
- * release on the parameters it read, the writer acquires them after the
- * grace period and before freeing them. */
-#if defined(__SANITIZE_THREAD__)
-#include <sanitizer/tsan_interface.h>
-#define TSAN_RELEASE(p) __tsan_release(p)
-#define TSAN_ACQUIRE(p) __tsan_acquire(p)
-#else
-#define TSAN_RELEASE(p) do { } while (0)
-#define TSAN_ACQUIRE(p) do { } while (0)
-#endif
-
 int vsched__poll_install(struct vsched_vm *vm, const struct vsched_poll_params *p)
 {
 	struct vsched__poll_cfg *cfg, *old;
@@ -238,7 +226,7 @@ int vsched__poll_install(struct vsched_vm *vm, const struct vsched_poll_params *
 	pthread_mutex_unlock(&vm->lock);
 	if (old) {
 		urcu_bp_synchronize_rcu();
-		TSAN_ACQUIRE(old);
+		VSCHED__TSAN_ACQUIRE(old); /* the readers' releases, for TSan */
 		vsched__free(&vm->alloc, old, sizeof(*old));
 	}
 	return 0;
@@ -257,7 +245,7 @@ void vsched__poll_read(struct vsched_vm *vm, struct vsched__poll_cfg *out)
 	urcu_bp_read_lock();
 	cfg = atomic_load_explicit(&vm->poll, memory_order_acquire);
 	*out = *cfg;
-	TSAN_RELEASE(cfg);
+	VSCHED__TSAN_RELEASE(cfg);
 	urcu_bp_read_unlock();
 }
 

@@ -3,16 +3,6 @@
 
 #include "internal.h"
 
-/* liburcu's wfcqueue is not built with ThreadSanitizer: tell it that the
- * enqueue publishes the node and the dequeue receives it. */
-#if defined(__SANITIZE_THREAD__)
-#include <sanitizer/tsan_interface.h>
-#define TSAN_RELEASE(p) __tsan_release(p)
-#define TSAN_ACQUIRE(p) __tsan_acquire(p)
-#else
-#define TSAN_RELEASE(p) do { } while (0)
-#define TSAN_ACQUIRE(p) do { } while (0)
-#endif
 
 /* Spins on a WAIT acknowledgement before sleeping on the mode word. */
 #define VSCHED__ACK_SPINS 2000
@@ -280,7 +270,7 @@ post_rank(struct vsched_vcpu *v, unsigned r, unsigned flags,
 			&v->queues[v->vm->table.by_rank[r].payload_slot];
 		struct cds_wfcq_node *n = (struct cds_wfcq_node *)payload;
 		cds_wfcq_node_init(n);
-		TSAN_RELEASE(n);
+		VSCHED__TSAN_RELEASE(n);
 		cds_wfcq_enqueue(&q->head, &q->tail, n);
 	}
 	/* Dekker, poster side: set the bit, full barrier, read the mode.
@@ -362,7 +352,7 @@ static void deliver_payloads(struct vsched_vcpu *v, unsigned r,
 			__cds_wfcq_dequeue_nonblocking(&q->head, &q->tail);
 		if (!n || n == CDS_WFCQ_WOULDBLOCK)
 			return;
-		TSAN_ACQUIRE(n);
+		VSCHED__TSAN_ACQUIRE(n);
 		vsched__count(&v->vs.payloads[r]);
 		k->handler(v, k->kind, (struct vsched_payload *)n, k->arg);
 	}

@@ -432,14 +432,7 @@ static void program(struct vsched_timer_service *s)
 	 * programmer never leaves a later value behind. */
 	for (;;) {
 		uint64_t v = atomic_load(&s->next);
-		struct itimerspec its = { 0 };
-		if (v != UINT64_MAX) {
-			its.it_value.tv_sec = (time_t)(v / 1000000000u);
-			its.it_value.tv_nsec = (long)(v % 1000000000u);
-			if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
-				its.it_value.tv_nsec = 1;
-		}
-		timerfd_settime(s->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+		vsched__timerfd_at(s->tfd, v);
 		if (atomic_load(&s->next) == v)
 			return;
 	}

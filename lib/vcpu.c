@@ -1,10 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "internal.h"
 
-#if defined(__SANITIZE_THREAD__)
-#include <sanitizer/tsan_interface.h>
-#endif
-
 int vsched_vcpu_create(struct vsched_vm *vm, unsigned id, void *user,
 		       struct vsched_vcpu **out)
 {
@@ -66,9 +62,7 @@ void vsched__drain_payloads(struct vsched_vcpu *v)
 			n = __cds_wfcq_dequeue_nonblocking(&q->head, &q->tail);
 			if (!n || n == CDS_WFCQ_WOULDBLOCK)
 				break;
-#if defined(__SANITIZE_THREAD__)
-			__tsan_acquire(n);
-#endif
+			VSCHED__TSAN_ACQUIRE(n);
 			if (ops->payload_drop)
 				ops->payload_drop(v, k->kind,
 						  (struct vsched_payload *)n,
