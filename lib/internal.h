@@ -238,6 +238,9 @@ int vsched__futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns,
 		       void *ctx);
 void vsched__futex_wake(uint32_t *word, void *ctx);
 uint64_t vsched__clock_now(void *ctx);
+/* The arch timebase's frequency in Hz (lib/timebase.c). */
+uint64_t vsched__timebase_freq(void);
+
 /* Arm a timerfd at an absolute CLOCK_MONOTONIC deadline (NONE disarms). */
 void vsched__timerfd_at(int fd, uint64_t deadline_ns);
 

@@ -16,6 +16,8 @@
 #include <vsched/block.h>
 #include <vsched/waiter.h>
 #include <vsched/timer.h>
+#include <vsched/profile.h>
+#include <vsched/hwthread.h>
 #include <vsched/stats.h>
 
 #endif /* VSCHED_VSCHED_H */

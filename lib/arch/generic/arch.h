@@ -7,9 +7,6 @@
 
 #include <stdatomic.h>
 
-/* KVM's x86 default: the generic backend has no profile of its own. */
-#define VSCHED__ARCH_POLL_MAX_NS 200000u
-
 #define VSCHED__ARCH_NAME "generic"
 
 static inline void vsched__relax(void)
@@ -36,3 +33,5 @@ static inline void vsched__mb_after_rmw(void)
 {
 	vsched__mb();
 }
+
+#include "fill.h"

@@ -6,10 +6,9 @@
 #error "do not include arch/x86_64/arch.h directly; include arch/arch.h"
 #endif
 
+#define VSCHED__ARCH_NAME "x86_64"
 /* KVM's default halt_poll_ns on x86. */
 #define VSCHED__ARCH_POLL_MAX_NS 200000u
-
-#define VSCHED__ARCH_NAME "x86_64"
 
 static inline void vsched__relax(void)
 {
@@ -27,3 +26,38 @@ static inline void vsched__mb_after_rmw(void)
 	 * the compiler. */
 	__asm__ __volatile__("" ::: "memory");
 }
+
+#define VSCHED__HAVE_TIMEBASE 1
+static inline uint64_t vsched__timebase(void)
+{
+	uint32_t lo, hi;
+	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+	return ((uint64_t)hi << 32) | lo;
+}
+/* The TSC rate is not architecturally readable everywhere: calibrate. */
+static inline uint64_t vsched__timebase_freq_hw(void)
+{
+	return 0;
+}
+
+/* umwait (WAITPKG) is detected at run time in lib/timebase.c; it needs a
+ * monitored line and a TSC deadline. */
+#define VSCHED__HAVE_WFE 1
+int vsched__x86_has_waitpkg(void);
+static inline void vsched__wait_event(const void *p, uint64_t v)
+{
+	if (vsched__x86_has_waitpkg()) {
+		uint64_t deadline = vsched__timebase() + 20000; /* ~10 us */
+		__asm__ __volatile__(".byte 0xf3, 0x0f, 0xae, 0xf0" /* umonitor %rax */
+				     : : "a"(p) : "memory");
+		if (*(const volatile uint64_t *)p == v)
+			__asm__ __volatile__(".byte 0xf2, 0x0f, 0xae, 0xf1" /* umwait %ecx */
+					     : : "c"(0), "d"((uint32_t)(deadline >> 32)),
+					       "a"((uint32_t)deadline)
+					     : "memory", "cc");
+	} else {
+		vsched__relax();
+	}
+}
+
+#include "../generic/fill.h"

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file hwthread.h
+ * @brief Hardware-thread state words (power's KVM_HWTHREAD_IN_KERNEL /
+ * IN_IDLE / IN_GUEST): a waker reads the word to learn what a wakeup needs
+ * (nothing in the kernel, an IPI or doorbell when idle, an exit when in a
+ * guest).
+ *
+ * The transition back to IN_KERNEL on wakeup skips its store and full
+ * barrier when the word already says IN_KERNEL (the thread woke from a
+ * shallow idle state that never left the kernel state): the powerpc idle
+ * fix. Every skip is counted.
+ */
+#ifndef VSCHED_HWTHREAD_H
+#define VSCHED_HWTHREAD_H
+
+#include <stdint.h>
+#include <vsched/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Hardware-thread states. */
+enum vsched_hwthread_state {
+	/** Running host kernel / VMM code: a wakeup needs nothing. */
+	VSCHED_HWTHREAD_IN_KERNEL = 0,
+	/** Idle: a wakeup needs an IPI or doorbell. */
+	VSCHED_HWTHREAD_IN_IDLE = 1,
+	/** Running a guest: a wakeup needs an exit. */
+	VSCHED_HWTHREAD_IN_GUEST = 2,
+};
+
+/** One hardware thread's state word and counters. Zero-initialise. */
+struct vsched_hwthread {
+	/** enum vsched_hwthread_state; read it with vsched_hwthread_state(). */
+	uint32_t state;
+	/** Wakeups that found IN_KERNEL already and skipped store + barrier. */
+	uint64_t skips;
+	/** Wakeups that stored IN_KERNEL and paid the barrier. */
+	uint64_t stores;
+};
+
+/**
+ * Enter `state` (IN_IDLE before idling, IN_GUEST before entering a guest):
+ * store, then a full barrier, so that a waker reading the word after its
+ * own barrier sees it. @return 0 or VSCHED_EINVAL. Context: the thread itself.
+ */
+VSCHED_API int vsched_hwthread_enter(struct vsched_hwthread *t, unsigned state);
+
+/**
+ * Back to IN_KERNEL on wakeup: skips the store and the barrier when the word
+ * already says IN_KERNEL. @return 1 when skipped, 0 when stored, or
+ * VSCHED_EINVAL. Context: the thread itself.
+ */
+VSCHED_API int vsched_hwthread_wakeup(struct vsched_hwthread *t);
+
+/** The current state (any thread), or VSCHED_EINVAL. */
+VSCHED_API int vsched_hwthread_state(const struct vsched_hwthread *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VSCHED_HWTHREAD_H */

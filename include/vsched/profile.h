@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file profile.h
+ * @brief Arch profiles: what a hypervisor on x86-64, arm64 or ppc64le links
+ * in as defaults. The request table in the arch's real service order (which
+ * passes vsched_request_finalize()), the guest timer semantics, KVM's default
+ * poll window, and what the blocking/unblocking hooks are for.
+ */
+#ifndef VSCHED_PROFILE_H
+#define VSCHED_PROFILE_H
+
+#include <stdint.h>
+#include <vsched/request.h>
+#include <vsched/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct vsched_vm;
+
+/** One request kind of an arch's default table. */
+struct vsched_profile_kind {
+	/** Kind number (0..63). */
+	unsigned kind;
+	/** KVM's name for it, without the KVM_REQ_ prefix. */
+	const char *name;
+	/** Service order (lower first), as the arch's run loop checks it. */
+	unsigned priority;
+	/** enum vsched_request_flags. */
+	unsigned flags;
+	/** Kinds (VSCHED_KIND_BIT) its handler raises. */
+	uint64_t may_raise;
+};
+
+/** An arch profile. */
+struct vsched_profile {
+	/** "x86_64", "aarch64" or "ppc64le". */
+	const char *arch;
+	/** KVM's default halt_poll_ns for the arch. */
+	uint64_t poll_max_ns;
+	/** enum vsched_timer_semantics of the guest timer. */
+	unsigned timer_semantics;
+	/** The kind its guest timer posts. */
+	unsigned timer_kind;
+	/** Number of kinds in `kinds`. */
+	unsigned nkinds;
+	/** The request table, in service order. */
+	const struct vsched_profile_kind *kinds;
+	/** What the arch's `blocking` hook does (doc/porting.md). */
+	const char *blocking;
+	/** What the arch's `unblocking` hook does. */
+	const char *unblocking;
+};
+
+/**
+ * The profile of `arch` ("x86_64", "aarch64", "ppc64le"), or of the arch
+ * vsched was built for when NULL. @return the profile, or NULL if unknown.
+ * Any thread.
+ */
+VSCHED_API const struct vsched_profile *vsched_profile_get(const char *arch);
+
+/**
+ * Index in p->kinds of the kind named `name`.
+ * @return the index, VSCHED_EINVAL (NULL) or VSCHED_ERANGE (no such kind).
+ */
+VSCHED_API int vsched_profile_find(const struct vsched_profile *p, const char *name);
+
+/**
+ * Declare every kind of the profile on a VM, all with `handler` (which gets
+ * the kind number; NULL: flags only). The caller may declare its own kinds,
+ * then calls vsched_request_finalize().
+ * @return 0 or the first error of vsched_request_declare(); VSCHED_EINVAL
+ * for NULL. Context: the setup thread.
+ */
+VSCHED_API int vsched_profile_declare(struct vsched_vm *vm, const struct vsched_profile *p,
+				      vsched_request_fn handler, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VSCHED_PROFILE_H */

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/* ppc64le backend. Power orders little by itself: the store-load fence of
+ * the Dekker pair is a full sync (lwsync does not order store->load). */
+#ifndef VSCHED__ARCH_DISPATCH
+#error "do not include arch/ppc64/arch.h directly; include arch/arch.h"
+#endif
+
+#define VSCHED__ARCH_NAME "ppc64le"
+/* KVM's default halt poll window on power (book3s HV). */
+#define VSCHED__ARCH_POLL_MAX_NS 10000u
+
+static inline void vsched__relax(void)
+{
+	/* low, then back to medium hardware-thread priority */
+	__asm__ __volatile__("or 1,1,1; or 2,2,2" ::: "memory");
+}
+
+static inline void vsched__mb(void)
+{
+	__asm__ __volatile__("sync" ::: "memory");
+}
+
+static inline void vsched__mb_after_rmw(void)
+{
+	__asm__ __volatile__("sync" ::: "memory");
+}
+
+#define VSCHED__HAVE_TIMEBASE 1
+static inline uint64_t vsched__timebase(void)
+{
+	uint64_t v;
+	__asm__ __volatile__("mftb %0" : "=r"(v) : : "memory");
+	return v;
+}
+/* The timebase frequency comes from the device tree (glibc's
+ * __ppc_get_timebase_freq); lib/timebase.c asks it, else calibrates. */
+uint64_t vsched__ppc_timebase_freq(void);
+static inline uint64_t vsched__timebase_freq_hw(void)
+{
+	return vsched__ppc_timebase_freq();
+}
+
+#define VSCHED__HAVE_IDLE_HINT 1
+static inline void vsched__idle_hint(void)
+{
+	__asm__ __volatile__("or 1,1,1" ::: "memory"); /* low priority */
+}
+
+#include "../generic/fill.h"

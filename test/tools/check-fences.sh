@@ -1,0 +1,46 @@
+#!/bin/sh
+# Each fence of the kick protocol compiles to the intended instruction:
+# disassemble the built library and look inside the functions that carry
+# the Dekker pair (post: RMW then fence; enter and block: mode write then
+# fence; kick: fence).
+# usage: check-fences.sh LIBRARY PROCESSOR [OBJDUMP]
+set -eu
+lib=$1
+proc=$2
+objdump=${3:-objdump}
+dis=$(mktemp)
+trap 'rm -f "$dis"' EXIT
+"$objdump" -d --no-show-raw-insn "$lib" > "$dis"
+body() { awk -v f="<$1>:" '$2 == f { on = 1; next } on && /^$/ { exit } on' "$dis"; }
+case "$proc" in
+x86_64|AMD64|amd64)
+	post='lock (bts|or|cmpxchg)'   # the RMW is the full barrier
+	enter='xchg'                    # the mode exchange is the full barrier
+	kick='lock add'                 # vsched__mb: locked add to the stack
+	;;
+aarch64|arm64)
+	post='dmb[[:space:]]+ish'; enter='dmb[[:space:]]+ish'; kick='dmb[[:space:]]+ish' ;;
+ppc64le|powerpc64le)
+	post='(^|[[:space:]])(hw)?sync'; enter='(^|[[:space:]])(hw)?sync'; kick='(^|[[:space:]])(hw)?sync' ;;
+*)
+	echo "no expectations for $proc: skipped"; exit 77 ;;
+esac
+status=0
+check() { # function pattern what
+	if body "$1" | grep -Eq "$2"; then
+		echo "ok: $1 has $3"
+	else
+		echo "FAIL: $1 lacks $3 ($2)"
+		status=1
+	fi
+}
+check vsched_post "$post" "the post's store-load fence"
+check vsched_vcpu_enter "$enter" "the entry's store-load fence"
+check vsched_vcpu_kick "$kick" "the event kick's full fence"
+# power: lwsync does not order store->load; the Dekker fences must be sync.
+case "$proc" in ppc64le|powerpc64le)
+	if body vsched_vcpu_enter | grep -Eq 'lwsync' && ! body vsched_vcpu_enter | grep -Eq '(^|[[:space:]])(hw)?sync'; then
+		echo "FAIL: only lwsync in vsched_vcpu_enter"; status=1
+	fi ;;
+esac
+exit $status

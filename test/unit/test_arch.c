@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/* One test body for every arch backend (native, generic, and the cross
+ * builds under qemu-user): the arch contract of lib/arch/arch.h, and the
+ * arch profiles' request tables. */
+#include <time.h>
+
+#include "common.h"
+
+#include "arch/arch.h"
+
+uint64_t vsched__timebase_freq(void);
+
+static uint64_t mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void test_timebase(void **state)
+{
+	(void)state;
+	print_message("backend %s\n", VSCHED__ARCH_NAME);
+	/* Monotonic. */
+	uint64_t prev = vsched__timebase();
+	for (int i = 0; i < 100000; i++) {
+		uint64_t t = vsched__timebase();
+		assert_true(t >= prev);
+		prev = t;
+	}
+	/* Its frequency agrees with the clock over 100 ms, within 1%. */
+	uint64_t f = vsched__timebase_freq();
+	assert_true(f > 0);
+	uint64_t c0 = mono(), t0 = vsched__timebase(), c1;
+	do
+		c1 = mono();
+	while (c1 - c0 < 100000000);
+	uint64_t t1 = vsched__timebase();
+	double measured = (double)(t1 - t0) * 1e9 / (double)(c1 - c0);
+	print_message("timebase %llu Hz, measured %.0f Hz\n", (unsigned long long)f, measured);
+	assert_true(measured > 0.99 * (double)f && measured < 1.01 * (double)f);
+}
+
+static void test_relax_and_wait_return(void **state)
+{
+	static volatile uint64_t word = 7;
+	(void)state;
+	for (int i = 0; i < 1000; i++) {
+		vsched__relax();
+		vsched__idle_hint();
+		vsched__mb();
+		vsched__mb_after_rmw();
+	}
+	vsched__relax(); /* restores the hardware-thread priority on power */
+	/* A changed value returns at once; an unchanged one within a bound
+	 * (event stream, umwait deadline, or a plain relax). */
+	uint64_t t0 = mono();
+	for (int i = 0; i < 100; i++) {
+		vsched__wait_event((const void *)&word, 8);
+		vsched__wait_event((const void *)&word, 7);
+	}
+	assert_true(mono() - t0 < 1000000000ull);
+}
+
+static void test_profiles_validate(void **state)
+{
+	const char *arches[] = { "x86_64", "aarch64", "ppc64le" };
+	(void)state;
+	for (unsigned i = 0; i < 3; i++) {
+		const struct vsched_profile *p = vsched_profile_get(arches[i]);
+		assert_non_null(p);
+		assert_true(p->nkinds > 3);
+		struct vsched_vm *vm = make_vm(NULL, 0);
+		assert_int_equal(vsched_profile_declare(vm, p, NULL, NULL), 0);
+		/* The arch's real order passes the table validation. */
+		assert_int_equal(vsched_request_finalize(vm, 0), 0);
+		vsched_vm_destroy(vm);
+		print_message("%s: %u kinds, poll max %llu ns\n", p->arch, p->nkinds,
+			      (unsigned long long)p->poll_max_ns);
+	}
+	/* This build's own arch. */
+	assert_non_null(vsched_profile_get(NULL));
+	assert_null(vsched_profile_get("vax"));
+	/* x86: PMU and PMI before NMI, so no late raise. */
+	const struct vsched_profile *x = vsched_profile_get("x86_64");
+	int pmi = vsched_profile_find(x, "PMI"), nmi = vsched_profile_find(x, "NMI");
+	assert_true(pmi >= 0 && nmi >= 0);
+	assert_true(x->kinds[pmi].priority < x->kinds[nmi].priority);
+	assert_true(x->kinds[pmi].may_raise & VSCHED_KIND_BIT(x->kinds[nmi].kind));
+	assert_int_equal(x->poll_max_ns, 200000);
+	assert_int_equal(vsched_profile_get("aarch64")->poll_max_ns, 500000);
+	assert_int_equal(vsched_profile_get("ppc64le")->poll_max_ns, 10000);
+	assert_int_equal(vsched_profile_find(NULL, "x"), VSCHED_EINVAL);
+	assert_int_equal(vsched_profile_find(x, "nope"), VSCHED_ERANGE);
+	assert_int_equal(vsched_profile_declare(NULL, x, NULL, NULL), VSCHED_EINVAL);
+}
+
+static void test_hwthread_fast_path(void **state)
+{
+	struct vsched_hwthread t = { 0 };
+	(void)state;
+	/* Woken from a shallow idle that never left the kernel state: skip. */
+	assert_int_equal(vsched_hwthread_wakeup(&t), 1);
+	/* Idle, then woken: store and barrier. */
+	assert_int_equal(vsched_hwthread_enter(&t, VSCHED_HWTHREAD_IN_IDLE), 0);
+	assert_int_equal(vsched_hwthread_state(&t), VSCHED_HWTHREAD_IN_IDLE);
+	assert_int_equal(vsched_hwthread_wakeup(&t), 0);
+	assert_int_equal(vsched_hwthread_state(&t), VSCHED_HWTHREAD_IN_KERNEL);
+	assert_int_equal(vsched_hwthread_wakeup(&t), 1);
+	assert_int_equal(vsched_hwthread_enter(&t, VSCHED_HWTHREAD_IN_GUEST), 0);
+	assert_int_equal(vsched_hwthread_wakeup(&t), 0);
+	assert_int_equal(t.skips, 2);
+	assert_int_equal(t.stores, 2);
+	assert_int_equal(vsched_hwthread_enter(&t, 7), VSCHED_EINVAL);
+	assert_int_equal(vsched_hwthread_enter(NULL, 0), VSCHED_EINVAL);
+	assert_int_equal(vsched_hwthread_wakeup(NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_hwthread_state(NULL), VSCHED_EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_timebase),
+		cmocka_unit_test(test_relax_and_wait_return),
+		cmocka_unit_test(test_profiles_validate),
+		cmocka_unit_test(test_hwthread_fast_path),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
