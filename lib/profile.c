@@ -4,6 +4,10 @@
 
 #include "internal.h"
 
+#ifndef VSCHED_PROFILE_DEFAULT /* CMake sets it from the target processor */
+#define VSCHED_PROFILE_DEFAULT "x86_64"
+#endif
+
 #define B(k) VSCHED_KIND_BIT(k)
 
 /* x86: KVM's vcpu_enter_guest() order since "Service NMI requests after PMI

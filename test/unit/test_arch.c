@@ -20,7 +20,8 @@ static uint64_t mono(void)
 static void test_timebase(void **state)
 {
 	(void)state;
-	print_message("backend %s\n", VSCHED__ARCH_NAME);
+	print_message("backend %s, wait-for-event %s\n", VSCHED__ARCH_NAME,
+		      VSCHED__HAVE_WFE ? "available" : "none");
 	/* Monotonic. */
 	uint64_t prev = vsched__timebase();
 	for (int i = 0; i < 100000; i++) {

@@ -40,14 +40,17 @@ static inline uint64_t vsched__timebase_freq_hw(void)
 	return 0;
 }
 
-/* umwait (WAITPKG) is detected at run time in lib/timebase.c; it needs a
- * monitored line and a TSC deadline. */
+/* Wait-for-event: Intel's umonitor/umwait (WAITPKG) or AMD's
+ * monitorx/mwaitx (MONITORX), detected at run time (lib/arch/x86_64/arch.c);
+ * both are bounded by a TSC deadline (~20,000 ticks). Else a pause. */
 #define VSCHED__HAVE_WFE 1
-int vsched__x86_has_waitpkg(void);
+enum { VSCHED__X86_WFE_NONE = 0, VSCHED__X86_WFE_UMWAIT = 1, VSCHED__X86_WFE_MWAITX = 2 };
+int vsched__x86_wfe_kind(void);
 static inline void vsched__wait_event(const void *p, uint64_t v)
 {
-	if (vsched__x86_has_waitpkg()) {
-		uint64_t deadline = vsched__timebase() + 20000; /* ~10 us */
+	switch (vsched__x86_wfe_kind()) {
+	case VSCHED__X86_WFE_UMWAIT: {
+		uint64_t deadline = vsched__timebase() + 20000;
 		__asm__ __volatile__(".byte 0xf3, 0x0f, 0xae, 0xf0" /* umonitor %rax */
 				     : : "a"(p) : "memory");
 		if (*(const volatile uint64_t *)p == v)
@@ -55,7 +58,16 @@ static inline void vsched__wait_event(const void *p, uint64_t v)
 					     : : "c"(0), "d"((uint32_t)(deadline >> 32)),
 					       "a"((uint32_t)deadline)
 					     : "memory", "cc");
-	} else {
+		break;
+	}
+	case VSCHED__X86_WFE_MWAITX:
+		__asm__ __volatile__(".byte 0x0f, 0x01, 0xfa" /* monitorx %rax, %ecx, %edx */
+				     : : "a"(p), "c"(0), "d"(0) : "memory");
+		if (*(const volatile uint64_t *)p == v)
+			__asm__ __volatile__(".byte 0x0f, 0x01, 0xfb" /* mwaitx %eax, %ecx, %ebx */
+					     : : "a"(0xf0), "c"(2), "b"(20000) : "memory");
+		break;
+	default:
 		vsched__relax();
 	}
 }
