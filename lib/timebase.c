@@ -23,13 +23,16 @@ uint64_t vsched__timebase_freq(void)
 		return f;
 	f = vsched__timebase_freq_hw();
 	if (!f) {
-		/* 5 ms against the clock: 0.1% at worst with a 1 us clock jitter. */
-		uint64_t c0 = mono(), t0 = vsched__timebase(), c1, t1;
+		/* 20 ms against the clock, each timebase read bracketed by two
+		 * clock reads and placed at their midpoint, so that a slow
+		 * clock read (an emulator, valgrind) does not skew it. */
+		uint64_t a0 = mono(), t0 = vsched__timebase(), b0 = mono(), a1, t1, b1;
 		do
-			c1 = mono();
-		while (c1 - c0 < 5000000);
+			a1 = mono();
+		while (a1 - a0 < 20000000);
 		t1 = vsched__timebase();
-		f = (uint64_t)((double)(t1 - t0) * 1e9 / (double)(c1 - c0));
+		b1 = mono();
+		f = (uint64_t)((double)(t1 - t0) * 2e9 / (double)((a1 + b1) - (a0 + b0)));
 	}
 	atomic_store_explicit(&cached, f, memory_order_relaxed);
 	return f;
