@@ -84,16 +84,10 @@ static int timer_due(const struct target *t)
 	return 0;
 }
 
-static void count(_Atomic uint64_t *c, uint64_t n)
-{
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-			      memory_order_relaxed);
-}
-
 static void hist(_Atomic uint64_t *h, uint64_t ns)
 {
 	unsigned b = ns ? 64u - (unsigned)__builtin_clzll(ns) : 0;
-	count(&h[b < VSCHED_HIST_BUCKETS ? b : VSCHED_HIST_BUCKETS - 1], 1);
+	vsched__count(&h[b < VSCHED_HIST_BUCKETS ? b : VSCHED_HIST_BUCKETS - 1]);
 }
 
 void vsched__wake_sleeper(struct vsched__sleeper *s)
@@ -112,7 +106,7 @@ void vsched__wake_sleeper(struct vsched__sleeper *s)
  * means a poster raced us and already woke us. */
 static uint32_t leave_blocked(struct vsched__sleeper *s, uint32_t blocked)
 {
-	count(&s->hs.stores, 1);
+	vsched__count(&s->hs.stores);
 	return atomic_exchange_explicit(
 		s->word, (blocked & VSCHED__GEN_MASK) | VSCHED_MODE_OUTSIDE_GUEST,
 		memory_order_seq_cst);
@@ -122,7 +116,7 @@ static uint32_t leave_blocked(struct vsched__sleeper *s, uint32_t blocked)
  * the way back needs no store and no barrier (the powerpc idle fix). */
 static void fast_path_back(struct vsched__sleeper *s)
 {
-	count(&s->hs.skips, 1);
+	vsched__count(&s->hs.skips);
 }
 
 static int sleep_futex(struct target *t, uint32_t blocked, uint64_t deadline)
@@ -141,7 +135,7 @@ static int sleep_futex(struct target *t, uint32_t blocked, uint64_t deadline)
 				return 0;
 			return rc == -EINTR ? VSCHED_WAKE_SIGNAL : VSCHED_WAKE_DEADLINE;
 		}
-		count(&s->hs.spurious, 1);
+		vsched__count(&s->hs.spurious);
 	}
 }
 
@@ -190,7 +184,7 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 				return 0;
 			return VSCHED_WAKE_DEADLINE;
 		}
-		count(&s->hs.spurious, 1); /* a stale eventfd count */
+		vsched__count(&s->hs.spurious); /* a stale eventfd count */
 	}
 }
 
@@ -250,7 +244,7 @@ static int engine(struct target *t, uint64_t deadline,
 				 atomic_load_explicit(&runnable_vcpus,
 						      memory_order_relaxed) > (int)vm->ncpus;
 		if (vetoed) {
-			count(&s->hs.vetoed, 1);
+			vsched__count(&s->hs.vetoed);
 			window = 0;
 		}
 	}
@@ -341,15 +335,15 @@ out:
 
 	if (attempted) {
 		uint64_t pns = poll_end > t0 ? poll_end - t0 : 0;
-		count(&s->hs.attempted, 1);
+		vsched__count(&s->hs.attempted);
 		if (!waited) {
-			count(&s->hs.successful, 1);
+			vsched__count(&s->hs.successful);
 			if (!valid)
-				count(&s->hs.invalid, 1);
-			count(&s->hs.success_ns, pns);
+				vsched__count(&s->hs.invalid);
+			vsched__count_n(&s->hs.success_ns, pns);
 			hist(s->hs.hist_success, pns);
 		} else {
-			count(&s->hs.fail_ns, pns);
+			vsched__count_n(&s->hs.fail_ns, pns);
 			hist(s->hs.hist_fail, pns);
 		}
 		res->poll_ns = pns;
@@ -358,7 +352,7 @@ out:
 	}
 	if (waited) {
 		uint64_t w = now > sleep_start ? now - sleep_start : 0;
-		count(&s->hs.wait_ns, w);
+		vsched__count_n(&s->hs.wait_ns, w);
 		hist(s->hs.hist_wait, w);
 	}
 	/* 5. The policy learns how long the halt really was. */

@@ -176,10 +176,15 @@ struct vsched_vcpu {
 
 /* Single-writer counter increment: readers on other threads see whole
  * values, and the owner pays no locked instruction. */
+static inline void vsched__count_n(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
 static inline void vsched__count(_Atomic uint64_t *c)
 {
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
+	vsched__count_n(c, 1);
 }
 
 static inline void vsched__count_shared(_Atomic uint64_t *c)
@@ -230,7 +235,7 @@ static inline uint32_t vsched__mode_leave(struct vsched_vcpu *v, unsigned mode)
 	return old;
 }
 
-/* Hand every queued payload of rank `rank` to the payload_drop callback. */
+/* Hand every queued payload of the vCPU to the payload_drop callback. */
 void vsched__drain_payloads(struct vsched_vcpu *v);
 
 /* Default host operations (futex and CLOCK_MONOTONIC). */

@@ -75,7 +75,6 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 {
 	struct vsched_vm *vm;
 	struct vsched_vcpu *self;
-	uint32_t old;
 
 	if (!v)
 		return VSCHED_EINVAL;
@@ -88,8 +87,7 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 	/* From here posts fail with ESHUTDOWN; a post that passed its check
 	 * just before may still queue a payload: vsched_vm_destroy() drains
 	 * those. */
-	old = vsched__mode_leave(v, VSCHED_MODE_DESTROYED);
-	(void)old;
+	vsched__mode_leave(v, VSCHED_MODE_DESTROYED);
 	self = v;
 	atomic_compare_exchange_strong(&vm->vcpus[v->id], &self, NULL);
 	v->next_dead = vm->graveyard;
