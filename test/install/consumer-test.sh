@@ -24,4 +24,14 @@ cmake -S "$src/test/install" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
 cmake --build "$tmp/build" >/dev/null
 "$tmp/build/consumer_shared"
 "$tmp/build/consumer_static"
+if [ -f "$(dirname "$pc")/vsched-kvm.pc" ]; then
+	echo "== pkg-config vsched-kvm"
+	${CC:-cc} -o "$tmp/consumer_kvm_pc" "$src/test/install/consumer_kvm.c" \
+		$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs vsched-kvm) \
+		-Wl,-rpath,"$libdir"
+	"$tmp/consumer_kvm_pc"
+	echo "== find_package(vsched COMPONENTS kvm)"
+	"$tmp/build/consumer_kvm"
+	"$tmp/build/consumer_kvm_static"
+fi
 echo "consumer test: OK"

@@ -22,6 +22,9 @@ wait.pml NO_GEN fail
 timer.pml - pass
 timer.pml REARM_LOAD_STORE fail
 timer.pml FIRE_NO_CAS fail
+kvm.pml - pass
+kvm.pml CLEAR_LATE fail
+kvm.pml SIGNAL_ONLY fail
 PLAN
 
 while read -r model variant expect; do

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file kvm.h
+ * @brief Host adapter for Linux KVM (libvsched-kvm, `vsched::kvm`).
+ *
+ * Attaches a vsched vCPU to a KVM vCPU fd and its mapped `struct kvm_run`,
+ * and supplies the three things every userspace VMM writes and gets subtly
+ * wrong:
+ *
+ * - **The kick.** vsched_kvm_kick() stores `kvm_run->immediate_exit = 1`
+ *   and then signals the vCPU thread. The vCPU side clears immediate_exit
+ *   *before* vsched_vcpu_enter() publishes IN_GUEST, so a kick that lands
+ *   anywhere between the last request check and the guest entry inside
+ *   KVM_RUN either finds immediate_exit set at KVM_RUN's entry or
+ *   interrupts the guest with the signal. Clearing it after the check, or
+ *   relying on the signal alone, loses kicks (test/model/kvm.pml has both
+ *   broken variants).
+ * - **Injection with a userspace interrupt controller.** Request handlers
+ *   queue vectors with vsched_kvm_queue_irq(); the entry injects the highest
+ *   one with KVM_INTERRUPT when the guest can take it, and otherwise asks
+ *   for an interrupt-window exit. NMIs go through KVM_NMI.
+ * - **Halts.** vsched_kvm_halt() turns KVM_EXIT_HLT into the block engine:
+ *   it polls and sleeps until an interrupt is owed to the guest, never
+ *   sleeping while one is still queued (e.g. a kick that came while the
+ *   guest had IF=0).
+ *
+ * The hypervisor's `kick` host callback calls vsched_kvm_kick() for its
+ * vCPU. One thread per vCPU, as KVM requires.
+ */
+#ifndef VSCHED_KVM_H
+#define VSCHED_KVM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <vsched/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct kvm_run;
+struct vsched_vcpu;
+struct vsched_kvm_vcpu;
+
+/** Attach parameters. Zero-initialise, then set `size`. */
+struct vsched_kvm_config {
+	/** sizeof(struct vsched_kvm_config). */
+	size_t size;
+	/**
+	 * The kick signal. 0 selects SIGUSR1. The first attach installs an
+	 * empty handler for it (no SA_RESTART) unless one is installed; the
+	 * signal must not be blocked on vCPU threads.
+	 */
+	int signo;
+	/** Use the in-kernel irqchip: no KVM_INTERRUPT, no window requests. */
+	bool kernel_irqchip;
+};
+
+/** What vsched_kvm_run() returns besides a KVM exit reason. */
+enum vsched_kvm_run_result {
+	/** KVM_RUN returned EINTR: a kick (or another signal) interrupted it. */
+	VSCHED_KVM_KICKED = -1000,
+	/** The entry was cancelled by a request that arrived at commit. */
+	VSCHED_KVM_CANCELLED = -1001,
+};
+
+/** Adapter counters (this vCPU). */
+struct vsched_kvm_stats {
+	/** sizeof(struct vsched_kvm_stats). */
+	size_t size;
+	/** KVM_RUN calls. */
+	uint64_t runs;
+	/** KVM_RUN returns by EINTR (kicks). */
+	uint64_t kicked_exits;
+	/** KVM_INTERRUPT injections. */
+	uint64_t irqs_injected;
+	/** KVM_NMI injections. */
+	uint64_t nmis_injected;
+	/** Entries that asked for an interrupt-window exit. */
+	uint64_t window_requests;
+	/** Halts that did not sleep because an interrupt was already owed. */
+	uint64_t halts_skipped;
+	/** Halts handled. */
+	uint64_t halts;
+};
+
+/**
+ * Attach a vsched vCPU to KVM vCPU `vcpu_fd` and its mapping `run`.
+ * Records the calling thread as the one to signal: call it on the vCPU's
+ * thread. @return 0, VSCHED_EINVAL (NULL, bad size, bad signal) or
+ * VSCHED_ENOMEM. Context: the vCPU's own thread, before it runs.
+ */
+VSCHED_API int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
+				 struct kvm_run *run,
+				 const struct vsched_kvm_config *cfg,
+				 struct vsched_kvm_vcpu **out);
+
+/** Free the adapter (the vCPU thread has stopped). @return 0 or VSCHED_EINVAL. */
+VSCHED_API int vsched_kvm_detach(struct vsched_kvm_vcpu *kv);
+
+/**
+ * The kick: make KVM_RUN return now or at its next entry. Stores
+ * immediate_exit, then signals the vCPU thread. Call it from the `kick`
+ * host callback (vsched calls that at most once per guest entry).
+ * @return 0 or VSCHED_EINVAL. Context: any thread; async-signal-safe.
+ */
+VSCHED_API int vsched_kvm_kick(struct vsched_kvm_vcpu *kv);
+
+/**
+ * One guest entry: service requests, inject what is owed, clear
+ * immediate_exit, commit (vsched_vcpu_enter()), KVM_RUN, leave guest mode.
+ * @return a KVM exit reason (>= 0, KVM_EXIT_*), VSCHED_KVM_KICKED,
+ * VSCHED_KVM_CANCELLED (call again), or a negative errno from KVM_RUN or
+ * vsched. Context: the vCPU's own thread.
+ */
+VSCHED_API int vsched_kvm_run(struct vsched_kvm_vcpu *kv);
+
+/**
+ * Queue external interrupt `vector` (32..255) for injection at the next
+ * entry (userspace irqchip). Idempotent while queued, like an IRR bit.
+ * @return 0, VSCHED_EINVAL or VSCHED_ERANGE (bad vector).
+ * Context: the vCPU's thread (a request handler).
+ */
+VSCHED_API int vsched_kvm_queue_irq(struct vsched_kvm_vcpu *kv, unsigned vector);
+
+/**
+ * Inject an NMI now (KVM_NMI; delivered at the next entry).
+ * @return 0, VSCHED_EINVAL or a negative errno from KVM.
+ * Context: the vCPU's thread (a request handler).
+ */
+VSCHED_API int vsched_kvm_queue_nmi(struct vsched_kvm_vcpu *kv);
+
+/** True when an interrupt is queued and not yet injected. vCPU thread. */
+VSCHED_API bool vsched_kvm_irq_owed(const struct vsched_kvm_vcpu *kv);
+
+/**
+ * Handle KVM_EXIT_HLT: return at once when an interrupt is owed, else
+ * block (poll, then sleep) and service requests until one is, or until
+ * `deadline_ns` (VSCHED_DEADLINE_NONE: none) passes.
+ * @return enum vsched_wake_reason of the last wakeup (0 when nothing was
+ * blocked on), or a negative error. Context: the vCPU's own thread.
+ */
+VSCHED_API int vsched_kvm_halt(struct vsched_kvm_vcpu *kv, uint64_t deadline_ns);
+
+/** Copy the adapter's counters. @return 0 or VSCHED_EINVAL. */
+VSCHED_API int vsched_kvm_read_stats(const struct vsched_kvm_vcpu *kv,
+				     struct vsched_kvm_stats *out);
+
+/** The attached vsched vCPU (NULL for NULL). */
+VSCHED_API struct vsched_vcpu *vsched_kvm_vcpu(const struct vsched_kvm_vcpu *kv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VSCHED_KVM_H */

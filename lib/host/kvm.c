@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libvsched-kvm: a vsched vCPU on a KVM vCPU fd. Public API only; see
+ * <vsched/kvm.h> for the protocol and test/model/kvm.pml for its model.
+ */
+#include <errno.h>
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include <vsched/block.h>
+#include <vsched/error.h>
+#include <vsched/kvm.h>
+#include <vsched/request.h>
+#include <vsched/timer.h>
+#include <vsched/vcpu.h>
+
+struct vsched_kvm_vcpu {
+	struct vsched_vcpu *vcpu;
+	struct kvm_run *run;
+	int fd;
+	int signo;
+	bool kernel_irqchip;
+	pthread_t thread;
+	/* Queued vectors (an IRR): vCPU thread only. */
+	uint64_t irr[4];
+	unsigned nirr;
+	struct vsched_kvm_stats st;
+};
+
+static void kick_handler(int sig)
+{
+	(void)sig; /* only interrupts KVM_RUN; immediate_exit is already set */
+}
+
+static int install_handler(int signo)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static uint64_t done[2]; /* signals 1..127 */
+	struct sigaction sa, old;
+	int rc = 0;
+
+	pthread_mutex_lock(&lock);
+	if (!(done[signo / 64] & (UINT64_C(1) << (signo % 64)))) {
+		if (sigaction(signo, NULL, &old) != 0) {
+			rc = VSCHED_EINVAL;
+		} else if (old.sa_handler == SIG_DFL ||
+			   old.sa_handler == SIG_IGN) {
+			memset(&sa, 0, sizeof(sa));
+			sa.sa_handler = kick_handler; /* no SA_RESTART */
+			sigemptyset(&sa.sa_mask);
+			if (sigaction(signo, &sa, NULL) != 0)
+				rc = VSCHED_EINVAL;
+		}
+		if (!rc)
+			done[signo / 64] |= UINT64_C(1) << (signo % 64);
+	}
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
+		      struct kvm_run *run, const struct vsched_kvm_config *cfg,
+		      struct vsched_kvm_vcpu **out)
+{
+	struct vsched_kvm_vcpu *kv;
+	int signo = SIGUSR1, rc;
+
+	if (!vcpu || vcpu_fd < 0 || !run || !out)
+		return VSCHED_EINVAL;
+	if (cfg && cfg->size < offsetof(struct vsched_kvm_config, kernel_irqchip) +
+					sizeof(cfg->kernel_irqchip))
+		return VSCHED_EINVAL;
+	if (cfg && cfg->signo)
+		signo = cfg->signo;
+	if (signo <= 0 || signo >= 128 || signo == SIGKILL || signo == SIGSTOP)
+		return VSCHED_EINVAL;
+	rc = install_handler(signo);
+	if (rc)
+		return rc;
+	kv = calloc(1, sizeof(*kv));
+	if (!kv)
+		return VSCHED_ENOMEM;
+	kv->vcpu = vcpu;
+	kv->run = run;
+	kv->fd = vcpu_fd;
+	kv->signo = signo;
+	kv->kernel_irqchip = cfg && cfg->kernel_irqchip;
+	kv->thread = pthread_self();
+	kv->st.size = sizeof(kv->st);
+	*out = kv;
+	return 0;
+}
+
+int vsched_kvm_detach(struct vsched_kvm_vcpu *kv)
+{
+	if (!kv)
+		return VSCHED_EINVAL;
+	free(kv);
+	return 0;
+}
+
+int vsched_kvm_kick(struct vsched_kvm_vcpu *kv)
+{
+	if (!kv)
+		return VSCHED_EINVAL;
+	/* Order matters: immediate_exit first, then the signal. A signal that
+	 * arrives before KVM_RUN is lost (its handler runs in userspace), but
+	 * then KVM_RUN's entry sees immediate_exit; one that arrives inside
+	 * KVM_RUN forces the exit. The vCPU cleared immediate_exit before it
+	 * published IN_GUEST, which we observed, so this store is the later
+	 * one. */
+	__atomic_store_n(&kv->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
+	pthread_kill(kv->thread, kv->signo);
+	return 0;
+}
+
+int vsched_kvm_queue_irq(struct vsched_kvm_vcpu *kv, unsigned vector)
+{
+	if (!kv)
+		return VSCHED_EINVAL;
+	if (vector < 32 || vector > 255)
+		return VSCHED_ERANGE;
+	if (!(kv->irr[vector / 64] & (UINT64_C(1) << (vector % 64)))) {
+		kv->irr[vector / 64] |= UINT64_C(1) << (vector % 64);
+		kv->nirr++;
+	}
+	return 0;
+}
+
+int vsched_kvm_queue_nmi(struct vsched_kvm_vcpu *kv)
+{
+	if (!kv)
+		return VSCHED_EINVAL;
+	if (ioctl(kv->fd, KVM_NMI) != 0)
+		return -errno;
+	kv->st.nmis_injected++;
+	return 0;
+}
+
+bool vsched_kvm_irq_owed(const struct vsched_kvm_vcpu *kv)
+{
+	return kv && kv->nirr;
+}
+
+/* Highest queued vector (x86 priority), removed from the IRR. */
+static unsigned take_highest(struct vsched_kvm_vcpu *kv)
+{
+	for (int w = 3; w >= 0; w--) {
+		if (kv->irr[w]) {
+			unsigned b = 63u - (unsigned)__builtin_clzll(kv->irr[w]);
+			kv->irr[w] &= ~(UINT64_C(1) << b);
+			kv->nirr--;
+			return (unsigned)w * 64 + b;
+		}
+	}
+	return 0;
+}
+
+/* Userspace irqchip: inject when the guest can take an interrupt now,
+ * otherwise ask KVM to exit as soon as it can. */
+static int inject(struct vsched_kvm_vcpu *kv)
+{
+	struct kvm_run *run = kv->run;
+
+	if (kv->kernel_irqchip)
+		return 0;
+	if (kv->nirr && run->ready_for_interrupt_injection && run->if_flag) {
+		struct kvm_interrupt irq = { .irq = take_highest(kv) };
+
+		if (ioctl(kv->fd, KVM_INTERRUPT, &irq) != 0) {
+			int e = -errno;
+
+			vsched_kvm_queue_irq(kv, irq.irq); /* still owed */
+			return e;
+		}
+		kv->st.irqs_injected++;
+	}
+	run->request_interrupt_window = kv->nirr != 0;
+	if (kv->nirr)
+		kv->st.window_requests++;
+	return 0;
+}
+
+int vsched_kvm_run(struct vsched_kvm_vcpu *kv)
+{
+	int rc;
+
+	if (!kv)
+		return VSCHED_EINVAL;
+	rc = vsched_service(kv->vcpu);
+	if (rc < 0)
+		return rc;
+	rc = inject(kv);
+	if (rc < 0)
+		return rc;
+	/* Clear before the commit publishes IN_GUEST: a kicker that sees
+	 * IN_GUEST stores 1 after this (test/model/kvm.pml, CLEAR_LATE). */
+	__atomic_store_n(&kv->run->immediate_exit, 0, __ATOMIC_RELAXED);
+	rc = vsched_vcpu_enter(kv->vcpu);
+	if (rc == VSCHED_ENTRY_CANCELLED)
+		return VSCHED_KVM_CANCELLED;
+	if (rc < 0)
+		return rc;
+	kv->st.runs++;
+	rc = ioctl(kv->fd, KVM_RUN, 0);
+	if (rc != 0)
+		rc = -errno;
+	vsched_vcpu_exit(kv->vcpu);
+	if (rc == -EINTR) {
+		kv->st.kicked_exits++;
+		return VSCHED_KVM_KICKED;
+	}
+	if (rc < 0)
+		return rc;
+	return (int)kv->run->exit_reason;
+}
+
+int vsched_kvm_halt(struct vsched_kvm_vcpu *kv, uint64_t deadline_ns)
+{
+	int reason = 0;
+
+	if (!kv)
+		return VSCHED_EINVAL;
+	kv->st.halts++;
+	if (kv->nirr) {
+		/* Owed from an earlier service (the guest had IF=0): the
+		 * guest must not sleep on it. */
+		kv->st.halts_skipped++;
+		return 0;
+	}
+	for (;;) {
+		int rc = vsched_vcpu_block(kv->vcpu, deadline_ns);
+
+		if (rc < 0)
+			return rc;
+		reason = rc;
+		if (rc == VSCHED_WAKE_DEADLINE)
+			vsched_vcpu_fire_timers(kv->vcpu);
+		rc = vsched_service(kv->vcpu);
+		if (rc < 0)
+			return rc;
+		if (kv->nirr || reason == VSCHED_WAKE_DEADLINE ||
+		    reason == VSCHED_WAKE_SIGNAL || reason == VSCHED_WAKE_FD ||
+		    reason == VSCHED_WAKE_EVENT)
+			return reason;
+	}
+}
+
+int vsched_kvm_read_stats(const struct vsched_kvm_vcpu *kv,
+			  struct vsched_kvm_stats *out)
+{
+	size_t n;
+
+	if (!kv || !out || out->size < sizeof(size_t))
+		return VSCHED_EINVAL;
+	n = out->size < sizeof(kv->st) ? out->size : sizeof(kv->st);
+	memcpy(out, &kv->st, n);
+	out->size = n;
+	return 0;
+}
+
+struct vsched_vcpu *vsched_kvm_vcpu(const struct vsched_kvm_vcpu *kv)
+{
+	return kv ? kv->vcpu : NULL;
+}
