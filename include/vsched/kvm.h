@@ -125,18 +125,33 @@ VSCHED_API int vsched_kvm_run(struct vsched_kvm_vcpu *kv);
 VSCHED_API int vsched_kvm_queue_irq(struct vsched_kvm_vcpu *kv, unsigned vector);
 
 /**
+ * Take back a queued vector that has not been injected yet, as a device
+ * deasserts its line: a guest timer re-armed while its interrupt waited for
+ * IF=1 must not deliver the old expiry.
+ * @return 1 when it was queued, 0 when not, VSCHED_EINVAL or VSCHED_ERANGE.
+ * Context: the vCPU's thread.
+ */
+VSCHED_API int vsched_kvm_retract_irq(struct vsched_kvm_vcpu *kv,
+				      unsigned vector);
+
+/**
  * Inject an NMI now (KVM_NMI; delivered at the next entry).
  * @return 0, VSCHED_EINVAL or a negative errno from KVM.
  * Context: the vCPU's thread (a request handler).
  */
 VSCHED_API int vsched_kvm_queue_nmi(struct vsched_kvm_vcpu *kv);
 
-/** True when an interrupt is queued and not yet injected. vCPU thread. */
+/**
+ * True when an interrupt is queued and not yet injected, or an NMI was
+ * queued since the last entry. vCPU thread.
+ */
 VSCHED_API bool vsched_kvm_irq_owed(const struct vsched_kvm_vcpu *kv);
 
 /**
- * Handle KVM_EXIT_HLT: return at once when an interrupt is owed, else
- * block (poll, then sleep) and service requests until one is, or until
+ * Handle KVM_EXIT_HLT: return at once when an interrupt or NMI is owed
+ * (vsched_kvm_irq_owed()), else block (poll, then sleep) and service
+ * requests until one is, until a wake source other than a request fires, or
+ * until
  * `deadline_ns` (VSCHED_DEADLINE_NONE: none) passes.
  * @return enum vsched_wake_reason of the last wakeup (0 when nothing was
  * blocked on), or a negative error. Context: the vCPU's own thread.

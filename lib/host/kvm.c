@@ -29,6 +29,8 @@ struct vsched_kvm_vcpu {
 	/* Queued vectors (an IRR): vCPU thread only. */
 	uint64_t irr[4];
 	unsigned nirr;
+	/* An NMI was queued since the last entry (ends a halt). */
+	bool nmi_owed;
 	struct vsched_kvm_stats st;
 };
 
@@ -132,6 +134,21 @@ int vsched_kvm_queue_irq(struct vsched_kvm_vcpu *kv, unsigned vector)
 	return 0;
 }
 
+int vsched_kvm_retract_irq(struct vsched_kvm_vcpu *kv, unsigned vector)
+{
+	uint64_t bit = UINT64_C(1) << (vector % 64);
+
+	if (!kv)
+		return VSCHED_EINVAL;
+	if (vector < 32 || vector > 255)
+		return VSCHED_ERANGE;
+	if (!(kv->irr[vector / 64] & bit))
+		return 0;
+	kv->irr[vector / 64] &= ~bit;
+	kv->nirr--;
+	return 1;
+}
+
 int vsched_kvm_queue_nmi(struct vsched_kvm_vcpu *kv)
 {
 	if (!kv)
@@ -139,12 +156,13 @@ int vsched_kvm_queue_nmi(struct vsched_kvm_vcpu *kv)
 	if (ioctl(kv->fd, KVM_NMI) != 0)
 		return -errno;
 	kv->st.nmis_injected++;
+	kv->nmi_owed = true;
 	return 0;
 }
 
 bool vsched_kvm_irq_owed(const struct vsched_kvm_vcpu *kv)
 {
-	return kv && kv->nirr;
+	return kv && (kv->nirr || kv->nmi_owed);
 }
 
 /* Highest queued vector (x86 priority), removed from the IRR. */
@@ -206,6 +224,7 @@ int vsched_kvm_run(struct vsched_kvm_vcpu *kv)
 		return VSCHED_KVM_CANCELLED;
 	if (rc < 0)
 		return rc;
+	kv->nmi_owed = false; /* KVM delivers it at this entry */
 	kv->st.runs++;
 	rc = ioctl(kv->fd, KVM_RUN, 0);
 	if (rc != 0)
@@ -227,7 +246,7 @@ int vsched_kvm_halt(struct vsched_kvm_vcpu *kv, uint64_t deadline_ns)
 	if (!kv)
 		return VSCHED_EINVAL;
 	kv->st.halts++;
-	if (kv->nirr) {
+	if (vsched_kvm_irq_owed(kv)) {
 		/* Owed from an earlier service (the guest had IF=0): the
 		 * guest must not sleep on it. */
 		kv->st.halts_skipped++;
@@ -244,7 +263,7 @@ int vsched_kvm_halt(struct vsched_kvm_vcpu *kv, uint64_t deadline_ns)
 		rc = vsched_service(kv->vcpu);
 		if (rc < 0)
 			return rc;
-		if (kv->nirr || reason == VSCHED_WAKE_DEADLINE ||
+		if (vsched_kvm_irq_owed(kv) || reason == VSCHED_WAKE_DEADLINE ||
 		    reason == VSCHED_WAKE_SIGNAL || reason == VSCHED_WAKE_FD ||
 		    reason == VSCHED_WAKE_EVENT)
 			return reason;

@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vsched-vmm's KVM backend: the built-in guest (guest.S) in 32-bit flat
+ * protected mode on /dev/kvm, one thread per vCPU, through libvsched-kvm.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/kvm.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <vsched/kvm.h>
+
+#include "vmm.h"
+
+/* The guest image, assembled at build time (guest.S -> guest.bin). */
+extern const uint8_t _binary_guest_bin_start[];
+extern const uint8_t _binary_guest_bin_end[];
+
+struct kvm_vm_state {
+	int kvm, vm;
+	int run_size;
+	struct kvm_cpuid2 *cpuid;
+};
+
+struct kvm_vcpu_state {
+	int fd;
+	struct kvm_run *run;
+	struct vsched_kvm_vcpu *kv;
+	int stats_fd;
+};
+
+bool vmm_kvm_available(void)
+{
+	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	ok = ioctl(fd, KVM_GET_API_VERSION, 0) == KVM_API_VERSION;
+	close(fd);
+	return ok;
+}
+
+static int fail(const char *what)
+{
+	int e = errno ? errno : EIO;
+
+	fprintf(stderr, "vsched-vmm: %s: %s\n", what, strerror(e));
+	return -e;
+}
+
+static void set_gate(uint8_t *mem, unsigned vector, uint32_t handler)
+{
+	uint8_t *g = mem + G_IDT + vector * 8;
+	uint16_t lo = handler & 0xffff, hi = handler >> 16, sel = 0x08;
+	uint16_t type = 0x8e00; /* present, DPL 0, 32-bit interrupt gate */
+
+	memcpy(g, &lo, 2);
+	memcpy(g + 2, &sel, 2);
+	memcpy(g + 4, &type, 2);
+	memcpy(g + 6, &hi, 2);
+}
+
+static int kvm_vm_init(struct vmm *m)
+{
+	struct kvm_vm_state *s = calloc(1, sizeof(*s));
+	size_t len = (size_t)(_binary_guest_bin_end - _binary_guest_bin_start);
+	const uint32_t *hdr = (const uint32_t *)_binary_guest_bin_start;
+	static const uint64_t gdt[3] = {
+		0, 0x00cf9a000000ffffull, /* 0x08: code, flat 32-bit */
+		0x00cf92000000ffffull, /* 0x10: data, flat */
+	};
+	struct kvm_userspace_memory_region region;
+	int nent = 128;
+
+	if (!s)
+		return -ENOMEM;
+	s->kvm = s->vm = -1;
+	m->be_vm = s;
+	s->kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (s->kvm < 0)
+		return fail("open /dev/kvm");
+	s->vm = ioctl(s->kvm, KVM_CREATE_VM, 0);
+	if (s->vm < 0)
+		return fail("KVM_CREATE_VM");
+	s->run_size = ioctl(s->kvm, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (s->run_size <= 0)
+		return fail("KVM_GET_VCPU_MMAP_SIZE");
+	/* Intel needs a TSS area below 4 GiB for its real-mode handling. */
+	(void)ioctl(s->vm, KVM_SET_TSS_ADDR, 0xfffbd000ul);
+	m->mem = mmap(NULL, G_MEM_SIZE, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m->mem == MAP_FAILED) {
+		m->mem = NULL;
+		return fail("mmap guest memory");
+	}
+	region = (struct kvm_userspace_memory_region){
+		.slot = 0,
+		.guest_phys_addr = 0,
+		.memory_size = G_MEM_SIZE,
+		.userspace_addr = (uintptr_t)m->mem,
+	};
+	if (ioctl(s->vm, KVM_SET_USER_MEMORY_REGION, &region) != 0)
+		return fail("KVM_SET_USER_MEMORY_REGION");
+	if (m->o.kernel_irqchip && ioctl(s->vm, KVM_CREATE_IRQCHIP, 0) != 0)
+		return fail("KVM_CREATE_IRQCHIP");
+	/* The CPUID the guest sees: all KVM supports (x2APIC included). */
+	for (;;) {
+		s->cpuid = calloc(1, sizeof(*s->cpuid) +
+					     nent * sizeof(struct kvm_cpuid_entry2));
+		if (!s->cpuid)
+			return -ENOMEM;
+		s->cpuid->nent = nent;
+		if (ioctl(s->kvm, KVM_GET_SUPPORTED_CPUID, s->cpuid) == 0)
+			break;
+		free(s->cpuid);
+		s->cpuid = NULL;
+		if (errno != E2BIG || nent > 4096)
+			return fail("KVM_GET_SUPPORTED_CPUID");
+		nent *= 2;
+	}
+	/* The image, its GDT and IDT (every vector traps to bad_handler but
+	 * the three the guest expects). */
+	if (len > G_STACKS - G_CODE)
+		return -EFBIG;
+	memcpy(m->mem + G_CODE, _binary_guest_bin_start, len);
+	memcpy(m->mem + G_GDT, gdt, sizeof(gdt));
+	for (unsigned v = 0; v < 256; v++)
+		set_gate(m->mem, v, hdr[4]);
+	set_gate(m->mem, 2, hdr[1]);
+	set_gate(m->mem, IPI_VEC, hdr[2]);
+	set_gate(m->mem, TIMER_VEC, hdr[3]);
+	return 0;
+}
+
+static void seg(struct kvm_segment *sg, unsigned sel, unsigned type)
+{
+	*sg = (struct kvm_segment){
+		.base = 0, .limit = 0xffffffff, .selector = sel, .type = type,
+		.present = 1, .dpl = 0, .db = 1, .s = 1, .l = 0, .g = 1,
+	};
+}
+
+static int kvm_vcpu_init(struct vcpu *c)
+{
+	struct vmm *m = c->m;
+	struct kvm_vm_state *s = m->be_vm;
+	struct kvm_vcpu_state *v = calloc(1, sizeof(*v));
+	struct vsched_kvm_config cfg = {
+		.size = sizeof(cfg),
+		.kernel_irqchip = m->o.kernel_irqchip,
+	};
+	const uint32_t *hdr = (const uint32_t *)_binary_guest_bin_start;
+	struct kvm_sregs sregs;
+	struct kvm_regs regs;
+	int rc, khz;
+
+	if (!v)
+		return -ENOMEM;
+	c->be = v;
+	v->fd = v->stats_fd = -1;
+	v->fd = ioctl(s->vm, KVM_CREATE_VCPU, (unsigned long)c->id);
+	if (v->fd < 0)
+		return fail("KVM_CREATE_VCPU");
+	v->run = mmap(NULL, (size_t)s->run_size, PROT_READ | PROT_WRITE,
+		      MAP_SHARED, v->fd, 0);
+	if (v->run == MAP_FAILED) {
+		v->run = NULL;
+		return fail("mmap kvm_run");
+	}
+	if (ioctl(v->fd, KVM_SET_CPUID2, s->cpuid) != 0)
+		return fail("KVM_SET_CPUID2");
+	if (ioctl(v->fd, KVM_GET_SREGS, &sregs) != 0)
+		return fail("KVM_GET_SREGS");
+	seg(&sregs.cs, 0x08, 0xb);
+	seg(&sregs.ds, 0x10, 0x3);
+	sregs.es = sregs.fs = sregs.gs = sregs.ss = sregs.ds;
+	sregs.gdt.base = G_GDT;
+	sregs.gdt.limit = 3 * 8 - 1;
+	sregs.idt.base = G_IDT;
+	sregs.idt.limit = 256 * 8 - 1;
+	sregs.cr0 = 0x11; /* PE, ET; no paging */
+	sregs.cr4 = 0;
+	sregs.efer = 0;
+	if (ioctl(v->fd, KVM_SET_SREGS, &sregs) != 0)
+		return fail("KVM_SET_SREGS");
+	memset(&regs, 0, sizeof(regs));
+	regs.rflags = 0x2; /* IF=0 */
+	regs.rip = hdr[0];
+	regs.rsp = G_STACKS + (c->id + 1) * 0x1000;
+	regs.rdi = G_PVA + c->id * G_PVA_SIZE;
+	if (ioctl(v->fd, KVM_SET_REGS, &regs) != 0)
+		return fail("KVM_SET_REGS");
+	if (m->o.kernel_irqchip && c->id != 0) {
+		/* Application processors start in wait-for-SIPI. */
+		struct kvm_mp_state mp = { .mp_state = KVM_MP_STATE_RUNNABLE };
+
+		if (ioctl(v->fd, KVM_SET_MP_STATE, &mp) != 0)
+			return fail("KVM_SET_MP_STATE");
+	}
+	khz = ioctl(v->fd, KVM_GET_TSC_KHZ, 0);
+	if (khz > 0 && c->id == 0)
+		m->tsc_per_us = (uint64_t)khz / 1000;
+#ifdef KVM_GET_STATS_FD
+	v->stats_fd = ioctl(v->fd, KVM_GET_STATS_FD, 0);
+#endif
+	rc = vsched_kvm_attach(c->vs, v->fd, v->run, &cfg, &v->kv);
+	if (rc < 0) {
+		fprintf(stderr, "vsched-vmm: vsched_kvm_attach: %s\n",
+			vsched_strerror(rc));
+		return rc;
+	}
+	return 0;
+}
+
+static void kvm_run(struct vcpu *c, struct vexit *e)
+{
+	struct kvm_vcpu_state *v = c->be;
+	int rc = vsched_kvm_run(v->kv);
+
+	e->kind = EXIT_AGAIN;
+	switch (rc) {
+	case VSCHED_KVM_KICKED:
+	case VSCHED_KVM_CANCELLED:
+	case KVM_EXIT_IRQ_WINDOW_OPEN:
+	case KVM_EXIT_INTR:
+		return;
+	case KVM_EXIT_HLT:
+		e->kind = EXIT_HLT;
+		return;
+	case KVM_EXIT_IO: {
+		struct kvm_run *r = v->run;
+
+		if (r->io.direction == KVM_EXIT_IO_OUT && r->io.size == 4 &&
+		    r->io.count == 1) {
+			e->kind = EXIT_IO;
+			e->port = r->io.port;
+			memcpy(&e->value, (uint8_t *)r + r->io.data_offset, 4);
+			return;
+		}
+		fprintf(stderr, "vsched-vmm: vCPU %u: unexpected I/O to port %#x\n",
+			c->id, r->io.port);
+		e->kind = EXIT_FAIL;
+		e->err = -EIO;
+		return;
+	}
+	default:
+		e->kind = EXIT_FAIL;
+		if (rc < 0) {
+			e->err = rc;
+			fprintf(stderr, "vsched-vmm: vCPU %u: run: %s\n", c->id,
+				rc >= -4095 ? strerror(-rc) : vsched_strerror(rc));
+		} else {
+			e->err = -EIO;
+			fprintf(stderr,
+				"vsched-vmm: vCPU %u: unexpected exit reason %d "
+				"(internal error suberror %u)\n",
+				c->id, rc, v->run->internal.suberror);
+		}
+	}
+}
+
+static int kvm_halt(struct vcpu *c)
+{
+	struct kvm_vcpu_state *v = c->be;
+
+	return vsched_kvm_halt(v->kv, VSCHED_DEADLINE_NONE);
+}
+
+static void kvm_queue_irq(struct vcpu *c, unsigned vector)
+{
+	struct kvm_vcpu_state *v = c->be;
+
+	vsched_kvm_queue_irq(v->kv, vector);
+}
+
+static int kvm_retract_irq(struct vcpu *c, unsigned vector)
+{
+	struct kvm_vcpu_state *v = c->be;
+
+	return vsched_kvm_retract_irq(v->kv, vector);
+}
+
+static int kvm_queue_nmi(struct vcpu *c)
+{
+	struct kvm_vcpu_state *v = c->be;
+
+	return vsched_kvm_queue_nmi(v->kv);
+}
+
+static void kvm_kick(struct vcpu *c)
+{
+	struct kvm_vcpu_state *v = c->be;
+
+	if (v && v->kv)
+		vsched_kvm_kick(v->kv);
+}
+
+static void kvm_report(struct vcpu *c, uint64_t *kicked, uint64_t *irqs,
+		       uint64_t *windows, uint64_t *halts_skipped)
+{
+	struct kvm_vcpu_state *v = c->be;
+	struct vsched_kvm_stats st = { .size = sizeof(st) };
+
+	if (!v || !v->kv || vsched_kvm_read_stats(v->kv, &st) != 0)
+		return;
+	*kicked += st.kicked_exits;
+	*irqs += st.irqs_injected;
+	*windows += st.window_requests;
+	*halts_skipped += st.halts_skipped;
+}
+
+/* KVM's binary stats (Linux 5.14+): header, descriptors, then values. */
+static uint64_t kvm_stat(struct vcpu *c, const char *name)
+{
+#ifdef KVM_GET_STATS_FD
+	struct kvm_vcpu_state *v = c->be;
+	struct kvm_stats_header h;
+	size_t dsz;
+	uint8_t *descs;
+	uint64_t val = 0;
+
+	if (!v || v->stats_fd < 0 ||
+	    pread(v->stats_fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+		return 0;
+	dsz = sizeof(struct kvm_stats_desc) + h.name_size;
+	descs = malloc(dsz * h.num_desc);
+	if (!descs)
+		return 0;
+	if (pread(v->stats_fd, descs, dsz * h.num_desc, h.desc_offset) ==
+	    (ssize_t)(dsz * h.num_desc)) {
+		for (unsigned i = 0; i < h.num_desc; i++) {
+			struct kvm_stats_desc *d =
+				(struct kvm_stats_desc *)(descs + i * dsz);
+
+			if (strncmp(d->name, name, h.name_size) == 0) {
+				if (pread(v->stats_fd, &val, sizeof(val),
+					  h.data_offset + d->offset) != sizeof(val))
+					val = 0;
+				break;
+			}
+		}
+	}
+	free(descs);
+	return val;
+#else
+	(void)c;
+	(void)name;
+	return 0;
+#endif
+}
+
+static void kvm_vcpu_fini(struct vcpu *c)
+{
+	struct kvm_vcpu_state *v = c->be;
+	struct kvm_vm_state *s = c->m->be_vm;
+
+	if (!v)
+		return;
+	if (v->kv)
+		vsched_kvm_detach(v->kv);
+	if (v->run)
+		munmap(v->run, (size_t)s->run_size);
+	if (v->stats_fd >= 0)
+		close(v->stats_fd);
+	if (v->fd >= 0)
+		close(v->fd);
+	free(v);
+	c->be = NULL;
+}
+
+static void kvm_vm_fini(struct vmm *m)
+{
+	struct kvm_vm_state *s = m->be_vm;
+
+	if (m->mem)
+		munmap(m->mem, G_MEM_SIZE);
+	m->mem = NULL;
+	if (!s)
+		return;
+	free(s->cpuid);
+	if (s->vm >= 0)
+		close(s->vm);
+	if (s->kvm >= 0)
+		close(s->kvm);
+	free(s);
+	m->be_vm = NULL;
+}
+
+const struct backend vmm_kvm_backend = {
+	.name = "kvm",
+	.vm_init = kvm_vm_init,
+	.vcpu_init = kvm_vcpu_init,
+	.run = kvm_run,
+	.halt = kvm_halt,
+	.queue_irq = kvm_queue_irq,
+	.retract_irq = kvm_retract_irq,
+	.queue_nmi = kvm_queue_nmi,
+	.kick = kvm_kick,
+	.report = kvm_report,
+	.kvm_stat = kvm_stat,
+	.vcpu_fini = kvm_vcpu_fini,
+	.vm_fini = kvm_vm_fini,
+};
