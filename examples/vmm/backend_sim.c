@@ -66,18 +66,13 @@ static void g_ipi_handler(struct vcpu *c)
 		g_send_ipi(c, *pva(c, PVA_PARTNER));
 }
 
-static uint64_t g_deadline(struct vcpu *c)
-{
-	return (uint64_t)*pva(c, PVA_DL_HI) << 32 | *pva(c, PVA_DL_LO);
-}
-
 static void g_timer_handler(struct vcpu *c)
 {
-	if (vmm_now_ns() >= g_deadline(c)) {
+	if (*pva(c, PVA_TIRQ_EPOCH) == *pva(c, PVA_TEPOCH)) {
 		*pva(c, PVA_FIRED) = 1;
 		(*pva(c, PVA_TIMERS))++;
 	} else {
-		(*pva(c, PVA_EARLY))++;
+		(*pva(c, PVA_STALE))++;
 	}
 }
 
@@ -156,10 +151,7 @@ static void g_ping(struct vcpu *c)
 
 static void g_timer_arm(struct vcpu *c, uint32_t us)
 {
-	uint64_t dl = vmm_now_ns() + (uint64_t)us * mb(c, MB_TSC_PER_US);
-
-	*pva(c, PVA_DL_LO) = (uint32_t)dl;
-	*pva(c, PVA_DL_HI) = (uint32_t)(dl >> 32);
+	(*pva(c, PVA_TEPOCH))++;
 	g_exit(c, EXIT_IO, PORT_TIMER, us);
 }
 

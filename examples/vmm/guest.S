@@ -5,8 +5,8 @@
  * at the vCPU's result area (never changed) and a stack. The mailbox's
  * workload bits select what each iteration does; see guest.h.
  * On this machine's nested KVM every guest instruction may be emulated
- * (about 1 us each), so the paths are short and timing is read with rdtsc
- * only around what is measured.
+ * (about 1 us each), so the paths are short and rdtsc (3-5 us there) is
+ * read only around the ping-pong round trip.
  */
 #include "guest.h"
 
@@ -104,7 +104,7 @@ do_ping:
 	mov %edx, 12(%ebx)
 	ret
 
-/* Sleep until a timer deadline; every 4th time a short deadline is armed
+/* Sleep until the timer fires; every 4th time a short deadline is armed
  * first and superseded at once, so its expiry, if already posted, is stale. */
 do_timer:
 	cli
@@ -131,27 +131,15 @@ do_timer:
 	jmp 2b
 3:	ret
 
-/* Arm the timer %eax us from now; the deadline in guest tsc goes to the
- * result area first (IF=0 here, so no interrupt sees a half-written one). */
+/* Arm the timer %eax us from now: a new epoch. IF=0 here. */
 timer_arm:
-	mov %eax, %ebx
-	rdtsc
-	mov %eax, %ecx
-	push %edx
-	mov %ebx, %eax
-	mull MB(MB_TSC_PER_US)
-	add %ecx, %eax
-	pop %ecx
-	adc %ecx, %edx
-	mov %eax, PVA_DL_LO(%edi)
-	mov %edx, PVA_DL_HI(%edi)
+	incl PVA_TEPOCH(%edi)
 	cmpl $0, MB(MB_KERNEL)
 	jne 1f
-	mov %ebx, %eax
 	mov $PORT_TIMER, %dx
 	out %eax, %dx
 	ret
-1:	imul $1000, %ebx, %eax
+1:	imul $1000, %eax, %eax
 	xor %edx, %edx
 	mov $0x838, %ecx
 	wrmsr
@@ -209,22 +197,28 @@ ipi_handler:
 	pop %eax
 	iret
 
-/* Counts as fired only at or after the current deadline. */
+/* Counts as fired only for the current arm: the host's epoch register
+ * (userspace irqchip) or, in-kernel, a one-shot LAPIC timer that has run
+ * out (current count 0); anything else is a stale, spurious interrupt. */
 timer_handler:
 	push %eax
 	push %ecx
 	push %edx
-	rdtsc
-	cmp PVA_DL_HI(%edi), %edx
-	jb 1f
-	ja 2f
-	cmp PVA_DL_LO(%edi), %eax
-	jb 1f
+	cmpl $0, MB(MB_KERNEL)
+	jne 1f
+	mov PVA_TIRQ_EPOCH(%edi), %eax
+	cmp PVA_TEPOCH(%edi), %eax
+	jne 3f
+	jmp 2f
+1:	mov $0x839, %ecx
+	rdmsr
+	test %eax, %eax
+	jnz 3f
 2:	movl $1, PVA_FIRED(%edi)
 	incl PVA_TIMERS(%edi)
-	jmp 3f
-1:	incl PVA_EARLY(%edi)
-3:	call eoi
+	jmp 4f
+3:	incl PVA_STALE(%edi)
+4:	call eoi
 	pop %edx
 	pop %ecx
 	pop %eax

@@ -62,12 +62,14 @@
 #define PVA_REPLY 16 /* ping: an IPI arrived since the send */
 #define PVA_IPIS 20 /* IPIs received */
 #define PVA_FIRED 24 /* timer: the current deadline fired */
-#define PVA_EARLY 28 /* timer interrupts before the current deadline */
-#define PVA_TIMERS 32 /* timer interrupts at or after their deadline */
+#define PVA_STALE 28 /* timer interrupts of an earlier arm (spurious) */
+#define PVA_TIMERS 32 /* timer interrupts of the current arm */
 #define PVA_NMIS 36 /* NMIs received */
 #define PVA_SEED 40
-#define PVA_DL_LO 44 /* current deadline, guest tsc */
-#define PVA_DL_HI 48
+#define PVA_TEPOCH 44 /* timer arms so far (the guest counts) */
+#define PVA_TIRQ_EPOCH 48 /* userspace irqchip: the arm the interrupt
+			   * being injected belongs to (the host writes it,
+			   * like a device's status register) */
 #define PVA_LOG 52 /* guest address of this vCPU's log */
 #define PVA_SPIN 56 /* spin iterations */
 #define PVA_STATUS 60 /* 0, or 0xbad after an unexpected vector */

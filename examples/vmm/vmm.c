@@ -57,8 +57,14 @@ static void on_timer(struct vsched_vcpu *v, unsigned k, struct vsched_payload *p
 		     void *arg)
 {
 	struct vcpu *c = self(v);
+	bool current = c->timer_deadline && vmm_now_ns() >= c->timer_deadline;
 
 	(void)k, (void)p, (void)arg;
+	/* The device's status register: which arm this interrupt is for.
+	 * The current arm cannot have expired before its deadline, so an
+	 * expiry seen earlier belongs to an older arm: stale. */
+	*vmm_pva(c->m, c->id, PVA_TIRQ_EPOCH) =
+		current ? c->timer_epoch : c->timer_epoch - 1;
 	c->m->be->queue_irq(c, TIMER_VEC);
 }
 
@@ -165,9 +171,9 @@ static int handle_io(struct vcpu *c, unsigned port, uint32_t value)
 		 * stale now (vsched's policy handles the ones not yet
 		 * serviced). */
 		c->timer_retracted += m->be->retract_irq(c, TIMER_VEC) > 0;
-		if (!value)
-			return vsched_timer_disarm(c->timer);
-		return vsched_timer_arm(c->timer, vmm_now_ns() + value * 1000ull);
+		c->timer_epoch++;
+		c->timer_deadline = value ? vmm_now_ns() + value * 1000ull : 0;
+		return vsched_timer_arm(c->timer, c->timer_deadline);
 	case PORT_PMU:
 		return vsched_post(c->vs, K_PMU);
 	case PORT_DONE:
@@ -262,7 +268,7 @@ struct result {
 	uint64_t polls_won, polls_attempted, kicks_sent, kicks_avoided,
 		cancelled_entries, wakeups;
 	uint64_t timers_fired, stale_cancelled, stale_delivered, retracted;
-	uint64_t g_ipis, g_timers, g_early, g_nmis, nmis_sent, pmis;
+	uint64_t g_ipis, g_timers, g_stale, g_nmis, nmis_sent, pmis;
 	uint64_t kvm_halt_successful_poll, kvm_halt_attempted_poll,
 		kvm_halt_wakeup, kvm_halt_poll_success_ns, kvm_halt_poll_fail_ns,
 		kvm_halt_wait_ns;
@@ -376,7 +382,7 @@ static void collect(struct vmm *m, struct result *r)
 		}
 		r->g_ipis += *vmm_pva(m, i, PVA_IPIS);
 		r->g_timers += *vmm_pva(m, i, PVA_TIMERS);
-		r->g_early += *vmm_pva(m, i, PVA_EARLY);
+		r->g_stale += *vmm_pva(m, i, PVA_STALE);
 		r->g_nmis += *vmm_pva(m, i, PVA_NMIS);
 		if ((o->workload & WL_PING) && role != ROLE_NONE &&
 		    *vmm_pva(m, i, PVA_IPIS) != o->iterations)
@@ -408,12 +414,13 @@ static void collect(struct vmm *m, struct result *r)
 			r->kvm_halt_wait_ns += m->be->kvm_stat(c, "halt_wait_ns");
 		}
 	}
-	/* With vsched's CANCEL policy a stale expiry never reaches the guest.
-	 * (The in-kernel LAPIC cannot take back an interrupt already in its
-	 * IRR, so there early ones are counted, not failed.) */
+	/* With vsched's CANCEL policy no stale expiry reaches the guest, and
+	 * an expiry of the current arm before its deadline would show as
+	 * stale too. (The in-kernel LAPIC cannot take back an interrupt
+	 * already in its IRR: there stale ones are counted, not failed.) */
 	if ((o->workload & WL_TIMER) && !o->kernel_irqchip &&
-	    o->timer_cancel == VSCHED_CANCEL_CANCEL && r->g_early)
-		fail_check(r, "a timer interrupt arrived before its deadline");
+	    o->timer_cancel == VSCHED_CANCEL_CANCEL && r->g_stale)
+		fail_check(r, "a stale or early timer interrupt reached the guest");
 	if (o->workload & WL_SPIN) {
 		if (r->race_lost)
 			fail_check(r, "a kick was lost");
@@ -539,6 +546,23 @@ static int run_once(const struct vmm_options *opt, const struct backend *be,
 			break;
 		if (vmm_now_ns() > deadline) {
 			r->timed_out = true;
+			/* Where each vCPU is stuck, for the report. */
+			for (unsigned i = 0; i < opt->vcpus; i++) {
+				uint64_t dl = 0;
+
+				vsched_vcpu_next_timer(m->vcpus[i].vs, &dl);
+				fprintf(stderr, "vsched-vmm: timeout: vCPU %u at "
+					"iteration %u, mode %d, done %d, fired %u, "
+					"next timer in %lld us, exits io %llu hlt %llu\n",
+					i, *vmm_pva(m, i, PVA_I),
+					vsched_vcpu_mode(m->vcpus[i].vs),
+					(int)atomic_load(&m->vcpus[i].done),
+					*vmm_pva(m, i, PVA_FIRED),
+					dl == UINT64_MAX ? -1LL :
+					(long long)(dl - vmm_now_ns()) / 1000,
+					(unsigned long long)m->vcpus[i].exits_io,
+					(unsigned long long)m->vcpus[i].exits_hlt);
+			}
 			stop_all(m);
 			break;
 		}
@@ -651,13 +675,13 @@ static void print_table(const struct vmm_options *o, const char *be,
 	if (o->workload & WL_TIMER)
 		printf("  timers              fired %llu, stale cancelled %llu "
 		       "(+%llu taken back from the IRR), stale delivered %llu; "
-		       "guest: %llu on time, %llu early\n",
+		       "guest: %llu current, %llu stale\n",
 		       (unsigned long long)r->timers_fired,
 		       (unsigned long long)r->stale_cancelled,
 		       (unsigned long long)r->retracted,
 		       (unsigned long long)r->stale_delivered,
 		       (unsigned long long)r->g_timers,
-		       (unsigned long long)r->g_early);
+		       (unsigned long long)r->g_stale);
 	if (o->workload & (WL_PMI | WL_PING))
 		printf("  guest               IPIs %llu, NMIs %llu (injected %llu, "
 		       "PMIs %llu)\n",
@@ -696,8 +720,8 @@ static void print_json(const struct vmm_options *o, const char *be,
 	       "\"cancelled_entries\":%llu,\"wakeups\":%llu,"
 	       "\"timers_fired\":%llu,\"stale_timers_cancelled\":%llu,"
 	       "\"stale_timers_delivered\":%llu,\"timer_irqs_retracted\":%llu},"
-	       "\"guest\":{\"ipis\":%llu,\"timers_on_time\":%llu,"
-	       "\"timers_early\":%llu,\"nmis\":%llu,\"nmis_injected\":%llu},"
+	       "\"guest\":{\"ipis\":%llu,\"timers_current\":%llu,"
+	       "\"timers_stale\":%llu,\"nmis\":%llu,\"nmis_injected\":%llu},"
 	       "\"kick_race\":{\"tries\":%u,\"lost\":%u,\"max_wait_us\":%.1f},"
 	       "\"kvm\":{\"halt_successful_poll\":%llu,\"halt_attempted_poll\":%llu,"
 	       "\"halt_wakeup\":%llu,\"halt_poll_success_ns\":%llu,"
@@ -723,7 +747,7 @@ static void print_json(const struct vmm_options *o, const char *be,
 	       (unsigned long long)r->stale_delivered,
 	       (unsigned long long)r->retracted,
 	       (unsigned long long)r->g_ipis, (unsigned long long)r->g_timers,
-	       (unsigned long long)r->g_early, (unsigned long long)r->g_nmis,
+	       (unsigned long long)r->g_stale, (unsigned long long)r->g_nmis,
 	       (unsigned long long)r->nmis_sent, r->race_tries, r->race_lost,
 	       r->race_max_wait_us,
 	       (unsigned long long)r->kvm_halt_successful_poll,

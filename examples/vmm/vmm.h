@@ -53,6 +53,9 @@ struct vcpu {
 	int error;
 	/* Counters of the VMM's handlers. */
 	uint64_t nmis_sent, pmis, timer_retracted;
+	/* The guest timer: arms so far and the current arm's deadline. */
+	uint32_t timer_epoch;
+	uint64_t timer_deadline;
 	_Atomic uint64_t pings_serviced;
 };
 

@@ -1,0 +1,63 @@
+#!/bin/sh
+# Run the `kvm`-labelled tests (vsched-vmm on /dev/kvm) on a machine that
+# has no /dev/kvm: inside a qemu-system-x86_64 TCG guest whose emulated CPU
+# has SVM, running Debian's kernel with kvm-amd (nested virtualisation in
+# software). The guest mounts this machine's root over 9p and runs ctest in
+# a chroot of it, so it tests the very build tree given. Where /dev/kvm
+# works the tests run directly instead.
+# Needs (Debian): qemu-system-x86 linux-image-amd64 busybox-static cpio.
+# usage: kvm-in-qemu.sh BUILD_DIR
+set -eu
+build=$(cd "$1" && pwd)
+if [ -c /dev/kvm ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+	echo "kvm-in-qemu: /dev/kvm is here; running the kvm tests directly"
+	exec ctest --test-dir "$build" -L kvm --output-on-failure
+fi
+kernel=$(ls /boot/vmlinuz-* 2>/dev/null | sort -V | tail -n1)
+[ -n "$kernel" ] || { echo "kvm-in-qemu: no kernel in /boot (apt-get install linux-image-amd64)"; exit 1; }
+kver=${kernel#/boot/vmlinuz-}
+for t in qemu-system-x86_64 busybox cpio modinfo; do
+	command -v $t >/dev/null || { echo "kvm-in-qemu: $t is missing"; exit 1; }
+done
+work=$(mktemp -d /tmp/kvm-in-qemu.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+root=$work/root
+mkdir -p "$root/bin" "$root/mods" "$root/proc" "$root/sys" "$root/dev" "$root/host"
+cp "$(command -v busybox)" "$root/bin/"
+# kvm-amd, virtio-pci and 9p, dependencies first.
+order=""
+add() {
+	for d in $(modinfo -k "$kver" -F depends "$1" | tr , ' '); do add "$d"; done
+	case " $order " in
+	*" $1 "*) ;;
+	*) order="$order $1"; cp "$(modinfo -k "$kver" -n "$1")" "$root/mods/$1.ko" ;;
+	esac
+}
+for m in kvm-amd virtio_pci 9pnet_virtio 9p; do add "$m"; done
+echo "$order" > "$root/mods/order"
+# What the guest runs, in a chroot of this machine's root.
+cat > "$work/cmd" <<CMD
+cd "$build" && ctest -L kvm --output-on-failure; echo \$? > "$work/rc"
+CMD
+cat > "$root/init" <<INIT
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
+for m in \$(cat /mods/order); do insmod /mods/\$m.ko || echo "insmod \$m failed"; done
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 host /host
+mount --bind /dev /host/dev; mount --bind /proc /host/proc; mount --bind /sys /host/sys
+[ -c /dev/kvm ] && echo "kvm-in-qemu: /dev/kvm is up in the guest"
+chroot /host /bin/sh "$work/cmd"
+poweroff -f
+INIT
+chmod +x "$root/init"
+(cd "$root" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$work/initrd.gz"
+echo "kvm-in-qemu: booting $kernel under TCG with nested SVM"
+timeout 1800 qemu-system-x86_64 -accel tcg,thread=multi -cpu EPYC,+svm \
+	-smp 2 -m 4096 -nographic -no-reboot -kernel "$kernel" \
+	-initrd "$work/initrd.gz" -append "console=ttyS0 quiet panic=-1" \
+	-virtfs local,path=/,mount_tag=host,security_model=none,multidevs=remap,id=host \
+	2>&1 | grep -v -e "TCG doesn't support" -e '^.\[' || true
+rc=$(cat "$work/rc" 2>/dev/null || echo missing)
+echo "kvm-in-qemu: ctest -L kvm in the guest exited $rc"
+[ "$rc" = 0 ]
