@@ -355,6 +355,22 @@ static uint64_t kvm_stat(struct vcpu *c, const char *name)
 #endif
 }
 
+/* After a timeout, from the main thread: the vCPU thread is outside
+ * KVM_RUN or about to stop, so the vCPU ioctls do not block for long. */
+static void kvm_dump(struct vcpu *c)
+{
+	struct kvm_vcpu_state *v = c->be;
+	struct kvm_regs regs;
+	struct kvm_vcpu_events ev;
+
+	if (ioctl(v->fd, KVM_GET_REGS, &regs) == 0)
+		fprintf(stderr, "  vCPU %u: rip %#llx rflags %#llx\n", c->id, regs.rip, regs.rflags);
+	if (ioctl(v->fd, KVM_GET_VCPU_EVENTS, &ev) == 0)
+		fprintf(stderr, "  vCPU %u: nmi injected %d pending %d masked %d, irq injected %d "
+			"vector %d, interrupt shadow %d\n", c->id,
+			ev.nmi.injected, ev.nmi.pending, ev.nmi.masked, ev.interrupt.injected, ev.interrupt.nr, ev.interrupt.shadow);
+}
+
 static void kvm_vcpu_fini(struct vcpu *c)
 {
 	struct kvm_vcpu_state *v = c->be;
@@ -404,6 +420,8 @@ const struct backend vmm_kvm_backend = {
 	.kick = kvm_kick,
 	.report = kvm_report,
 	.kvm_stat = kvm_stat,
+	.dump = kvm_dump,
 	.vcpu_fini = kvm_vcpu_fini,
 	.vm_fini = kvm_vm_fini,
 };
+

@@ -392,7 +392,11 @@ static void collect(struct vmm *m, struct result *r)
 			fail_check(r, "a timer sleep did not end by its timer");
 		if ((o->workload & WL_PMI) && *vmm_pva(m, i, PVA_NMIS) < o->iterations)
 			fail_check(r, "a PMI's NMI was lost");
-		if (*vmm_pva(m, i, PVA_NMIS) != c->nmis_sent)
+		/* x86 keeps at most one NMI pending behind the one in
+		 * service, so a storm may merge NMIs; without one, each
+		 * injected NMI must arrive. */
+		if (*vmm_pva(m, i, PVA_NMIS) > c->nmis_sent ||
+		    (!o->storm_us && *vmm_pva(m, i, PVA_NMIS) != c->nmis_sent))
 			fail_check(r, "the guest's NMI count differs from the NMIs injected");
 		if ((o->workload & WL_PING) && role == ROLE_INIT && rts) {
 			const uint32_t *log = (const uint32_t *)(m->mem + G_LOGS +
@@ -573,6 +577,11 @@ static int run_once(const struct vmm_options *opt, const struct backend *be,
 		pthread_join(m->storm, NULL);
 	for (unsigned i = 0; i < opt->vcpus; i++)
 		pthread_join(m->vcpus[i].thread, NULL);
+	/* The guests' state where they were stopped (the threads are gone,
+	 * so no vCPU ioctl waits for a KVM_RUN). */
+	for (unsigned i = 0; r->timed_out && be->dump && i < opt->vcpus; i++)
+		if (m->vcpus[i].be)
+			be->dump(&m->vcpus[i]);
 	r->wall_s = (vmm_now_ns() - t0) / 1e9;
 	r->cpu_s = cpu_seconds() - cpu0;
 	collect(m, r);

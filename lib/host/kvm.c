@@ -31,6 +31,10 @@ struct vsched_kvm_vcpu {
 	unsigned nirr;
 	/* An NMI was queued since the last entry (ends a halt). */
 	bool nmi_owed;
+	/* KVM_INTERRUPT was issued and no KVM_RUN has run since: kvm_run's
+	 * ready_for_interrupt_injection is stale until then, and a second
+	 * KVM_INTERRUPT would replace the first (a lost interrupt). */
+	bool injected;
 	struct vsched_kvm_stats st;
 };
 
@@ -187,7 +191,8 @@ static int inject(struct vsched_kvm_vcpu *kv)
 
 	if (kv->kernel_irqchip)
 		return 0;
-	if (kv->nirr && run->ready_for_interrupt_injection && run->if_flag) {
+	if (kv->nirr && !kv->injected && run->ready_for_interrupt_injection &&
+	    run->if_flag) {
 		struct kvm_interrupt irq = { .irq = take_highest(kv) };
 
 		if (ioctl(kv->fd, KVM_INTERRUPT, &irq) != 0) {
@@ -197,6 +202,7 @@ static int inject(struct vsched_kvm_vcpu *kv)
 			return e;
 		}
 		kv->st.irqs_injected++;
+		kv->injected = true;
 	}
 	run->request_interrupt_window = kv->nirr != 0;
 	if (kv->nirr)
@@ -229,6 +235,7 @@ int vsched_kvm_run(struct vsched_kvm_vcpu *kv)
 	rc = ioctl(kv->fd, KVM_RUN, 0);
 	if (rc != 0)
 		rc = -errno;
+	kv->injected = false; /* kvm_run's injection fields are fresh again */
 	vsched_vcpu_exit(kv->vcpu);
 	if (rc == -EINTR) {
 		kv->st.kicked_exits++;

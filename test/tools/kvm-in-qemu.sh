@@ -1,17 +1,18 @@
 #!/bin/sh
-# Run the `kvm`-labelled tests (vsched-vmm on /dev/kvm) on a machine that
-# has no /dev/kvm: inside a qemu-system-x86_64 TCG guest whose emulated CPU
+# Run the `kvm`-labelled tests (vsched-vmm on /dev/kvm), or another label,
+# on a machine that has no /dev/kvm: inside a qemu-system-x86_64 TCG guest whose emulated CPU
 # has SVM, running Debian's kernel with kvm-amd (nested virtualisation in
 # software). The guest mounts this machine's root over 9p and runs ctest in
 # a chroot of it, so it tests the very build tree given. Where /dev/kvm
 # works the tests run directly instead.
 # Needs (Debian): qemu-system-x86 linux-image-amd64 busybox-static cpio.
-# usage: kvm-in-qemu.sh BUILD_DIR
+# usage: kvm-in-qemu.sh BUILD_DIR [LABEL]     (LABEL: default kvm)
 set -eu
 build=$(cd "$1" && pwd)
+label=${2:-kvm}
 if [ -c /dev/kvm ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
-	echo "kvm-in-qemu: /dev/kvm is here; running the kvm tests directly"
-	exec ctest --test-dir "$build" -L kvm --output-on-failure
+	echo "kvm-in-qemu: /dev/kvm is here; running the tests directly"
+	exec ctest --test-dir "$build" -L "$label" --output-on-failure
 fi
 kernel=$(ls /boot/vmlinuz-* 2>/dev/null | sort -V | tail -n1)
 [ -n "$kernel" ] || { echo "kvm-in-qemu: no kernel in /boot (apt-get install linux-image-amd64)"; exit 1; }
@@ -37,7 +38,7 @@ for m in kvm-amd virtio_pci 9pnet_virtio 9p; do add "$m"; done
 echo "$order" > "$root/mods/order"
 # What the guest runs, in a chroot of this machine's root.
 cat > "$work/cmd" <<CMD
-cd "$build" && ctest -L kvm --output-on-failure; echo \$? > "$work/rc"
+cd "$build" && ctest -L "$label" --output-on-failure; echo \$? > "$work/rc"
 CMD
 cat > "$root/init" <<INIT
 #!/bin/busybox sh
@@ -59,5 +60,5 @@ timeout 1800 qemu-system-x86_64 -accel tcg,thread=multi -cpu EPYC,+svm \
 	-virtfs local,path=/,mount_tag=host,security_model=none,multidevs=remap,id=host \
 	2>&1 | grep -v -e "TCG doesn't support" -e '^.\[' || true
 rc=$(cat "$work/rc" 2>/dev/null || echo missing)
-echo "kvm-in-qemu: ctest -L kvm in the guest exited $rc"
+echo "kvm-in-qemu: ctest -L $label in the guest exited $rc"
 [ "$rc" = 0 ]
