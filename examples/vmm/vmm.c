@@ -276,6 +276,7 @@ struct result {
 	double race_max_wait_us;
 	bool timed_out, pass;
 	char why[160];
+	char *stats; /* --stats: vsched_vcpu_stats_write() of every vCPU */
 };
 
 static int cmp_double(const void *a, const void *b)
@@ -585,6 +586,20 @@ static int run_once(const struct vmm_options *opt, const struct backend *be,
 	r->wall_s = (vmm_now_ns() - t0) / 1e9;
 	r->cpu_s = cpu_seconds() - cpu0;
 	collect(m, r);
+	if (opt->stats) {
+		/* vsched's own snapshot of every vCPU, text or JSON, printed
+		 * after the run's table. */
+		size_t len;
+		FILE *f = open_memstream(&r->stats, &len);
+
+		for (unsigned i = 0; f && i < opt->vcpus; i++) {
+			vsched_vcpu_stats_write(m->vcpus[i].vs, f,
+						opt->json ? VSCHED_STATS_JSON :
+							    VSCHED_STATS_TEXT);
+		}
+		if (f)
+			fclose(f);
+	}
 	rc = 0;
 out_ts:
 	vsched_timer_service_stop(m->ts);
@@ -648,7 +663,8 @@ static void usage(FILE *f)
 		"  --storm US                 PMI storm: a PMU request to each vCPU every US us\n"
 		"  --tries N                  kick-race tries (default 100000)\n"
 		"  --timeout S                watchdog for the whole run (default 120)\n"
-		"  --json                     one JSON object per run\n",
+		"  --json                     one JSON object per run\n"
+		"  --stats                    also each vCPU's vsched stats (text, or JSON with --json)\n",
 		G_MAX_VCPUS, G_MAX_ITERS);
 }
 
@@ -790,6 +806,7 @@ int main(int argc, char **argv)
 		{ "tries", required_argument, NULL, 't' },
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "stats", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -852,7 +869,10 @@ int main(int argc, char **argv)
 			o.timeout_s = (unsigned)strtoul(optarg, NULL, 0);
 			break;
 		case 'j':
-			json = true;
+			json = o.json = true;
+			break;
+		case 'S':
+			o.stats = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -906,6 +926,11 @@ int main(int argc, char **argv)
 			print_json(&o, be->name, &res[nrun]);
 		else
 			print_table(&o, be->name, &res[nrun]);
+		if (res[nrun].stats) {
+			fputs(res[nrun].stats, stdout);
+			free(res[nrun].stats);
+			res[nrun].stats = NULL;
+		}
 		all_pass &= res[nrun].pass;
 		nrun++;
 	}

@@ -99,6 +99,8 @@ struct vmm_options {
 	unsigned storm_us; /* PMI storm: a PMU post every this many us (0: off) */
 	unsigned kick_race; /* tries of the kick race (WL_SPIN) */
 	unsigned timeout_s;
+	bool stats; /* print each vCPU's vsched stats (vsched_vcpu_stats_write) */
+	bool json;
 };
 
 struct vmm {
