@@ -58,6 +58,7 @@ timeout 1800 qemu-system-x86_64 -accel tcg,thread=multi -cpu EPYC,+svm \
 	-smp 2 -m 4096 -nographic -no-reboot -kernel "$kernel" \
 	-initrd "$work/initrd.gz" -append "console=ttyS0 quiet panic=-1" \
 	-virtfs local,path=/,mount_tag=host,security_model=none,multidevs=remap,id=host \
+	</dev/null \
 	2>&1 | grep -v -e "TCG doesn't support" -e '^.\[' || true
 rc=$(cat "$work/rc" 2>/dev/null || echo missing)
 echo "kvm-in-qemu: ctest -L $label in the guest exited $rc"
