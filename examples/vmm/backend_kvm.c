@@ -223,7 +223,7 @@ static void kvm_run(struct vcpu *c, struct vexit *e)
 	struct kvm_vcpu_state *v = c->be;
 	int rc = vsched_kvm_run(v->kv);
 
-	e->kind = EXIT_AGAIN;
+	*e = (struct vexit){ .kind = EXIT_AGAIN };
 	switch (rc) {
 	case VSCHED_KVM_KICKED:
 	case VSCHED_KVM_CANCELLED:

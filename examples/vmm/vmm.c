@@ -201,7 +201,7 @@ static void *vcpu_thread(void *arg)
 	while (atomic_load(&m->ready) < m->o.vcpus + 1)
 		; /* start together, once the main thread is set */
 	while (!atomic_load(&c->done) && !atomic_load(&m->stop)) {
-		struct vexit e;
+		struct vexit e = { .kind = EXIT_AGAIN };
 
 		m->be->run(c, &e);
 		switch (e.kind) {
