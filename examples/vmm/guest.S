@@ -36,7 +36,13 @@ start:
 	mov $0x832, %ecx
 	mov $TIMER_VEC, %eax
 	wrmsr
-1:	testl $WL_SPIN, MB(MB_WORKLOAD)
+	/* Start together: a fixed IPI to a LAPIC that is not enabled yet
+	 * (or not yet in x2APIC mode) is dropped. */
+1:	lock incl MB(MB_READY)
+2:	mov MB(MB_READY), %eax
+	cmp MB(MB_NCPUS), %eax
+	jb 2b
+	testl $WL_SPIN, MB(MB_WORKLOAD)
 	jnz spin
 loop:
 	mov PVA_I(%edi), %eax

@@ -53,6 +53,7 @@
 #define MB_ITERS 8
 #define MB_NCPUS 12
 #define MB_TSC_PER_US 16
+#define MB_READY 20 /* guest-written: vCPUs past their setup */
 
 /* Per-vCPU area (G_PVA + id * G_PVA_SIZE); %edi points at it. */
 #define PVA_ID 0
