@@ -72,8 +72,7 @@ finish:
 	mov PVA_IPIS(%edi), %eax
 	cmp MB(MB_ITERS), %eax
 	jae 6f
-	sti
-	hlt
+	call wait_irq
 	jmp 5b
 6:	cli
 	mov PVA_STATUS(%edi), %eax
@@ -85,6 +84,25 @@ finish:
 spin:
 	incl PVA_SPIN(%edi)
 	jmp spin
+
+/* Wait for an interrupt: IF=0 on entry and on return. `sti; hlt` relies
+ * on the one-instruction interrupt shadow after sti; an interrupt that is
+ * delivered inside it anyway (nested KVM under TCG does this) would return
+ * into the hlt with its wakeup spent, so the handlers step a return address
+ * that points at idle_hlt past it (skip_hlt). */
+wait_irq:
+	sti
+idle_hlt:
+	hlt
+	cli
+	ret
+
+/* In a handler, with 3 registers pushed: the interrupted eip at 12(%esp). */
+#define SKIP_HLT \
+	cmpl $idle_hlt, 12(%esp); \
+	jne 9f; \
+	incl 12(%esp); \
+9:
 
 /* One ping-pong round trip, timed with rdtsc into this vCPU's log. */
 do_ping:
@@ -101,9 +119,7 @@ do_ping:
 	call send_ipi
 1:	cmpl $0, PVA_REPLY(%edi)
 	jne 2f
-	sti
-	hlt
-	cli
+	call wait_irq
 	jmp 1b
 2:	rdtsc
 	mov %eax, 8(%ebx)
@@ -131,9 +147,7 @@ do_timer:
 	call timer_arm
 2:	cmpl $0, PVA_FIRED(%edi)
 	jne 3f
-	sti
-	hlt
-	cli
+	call wait_irq
 	jmp 2b
 3:	ret
 
@@ -191,6 +205,7 @@ ipi_handler:
 	push %eax
 	push %ecx
 	push %edx
+	SKIP_HLT
 	incl PVA_IPIS(%edi)
 	movl $1, PVA_REPLY(%edi)
 	cmpl $ROLE_RESP, PVA_ROLE(%edi)
@@ -210,6 +225,7 @@ timer_handler:
 	push %eax
 	push %ecx
 	push %edx
+	SKIP_HLT
 	cmpl $0, MB(MB_KERNEL)
 	jne 1f
 	mov PVA_TIRQ_EPOCH(%edi), %eax
