@@ -15,9 +15,11 @@
  *   interrupts the guest with the signal. Clearing it after the check, or
  *   relying on the signal alone, loses kicks (test/model/kvm.pml has both
  *   broken variants).
- * - **Injection with a userspace interrupt controller.** Request handlers
- *   queue vectors with vsched_kvm_queue_irq(); the entry injects the highest
- *   one with KVM_INTERRUPT when the guest can take it, and otherwise asks
+ * - **Injection with a userspace interrupt controller** (x86). Request
+ *   handlers queue vectors with vsched_kvm_queue_irq(); the entry injects
+ *   the highest one with KVM_INTERRUPT when the guest can take it (at most
+ *   one per KVM_RUN: a second would replace the first, and kvm_run's
+ *   readiness fields are stale until KVM_RUN has run), and otherwise asks
  *   for an interrupt-window exit. NMIs go through KVM_NMI.
  * - **Halts.** vsched_kvm_halt() turns KVM_EXIT_HLT into the block engine:
  *   it polls and sleeps until an interrupt is owed to the guest, never
