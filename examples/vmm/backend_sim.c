@@ -27,7 +27,7 @@ struct sim_vcpu {
 	/* Guest CPU state. */
 	bool if_flag, in_nmi;
 	uint64_t irr[4];
-	unsigned nirr, nmi_pending;
+	unsigned nmi_pending;
 	/* The host side: an interrupt or NMI is owed (ends a halt). */
 	_Atomic int kick;
 	uint64_t kicked, irqs, halts_skipped;
@@ -36,6 +36,11 @@ struct sim_vcpu {
 static struct sim_vcpu *S(struct vcpu *c)
 {
 	return c->be;
+}
+
+static bool irr_any(const struct sim_vcpu *s)
+{
+	return s->irr[0] | s->irr[1] | s->irr[2] | s->irr[3];
 }
 
 static volatile uint32_t *pva(struct vcpu *c, unsigned off)
@@ -88,7 +93,7 @@ static void g_deliver(struct vcpu *c)
 		(*pva(c, PVA_NMIS))++;
 		s->in_nmi = false;
 	}
-	while (s->if_flag && s->nirr) {
+	while (s->if_flag && irr_any(s)) {
 		unsigned v = 0;
 
 		for (int w = 3; w >= 0; w--) {
@@ -100,7 +105,6 @@ static void g_deliver(struct vcpu *c)
 				break;
 			}
 		}
-		s->nirr--;
 		s->irqs++;
 		s->if_flag = false;
 		if (v == IPI_VEC) {
@@ -278,7 +282,7 @@ static void sim_run(struct vcpu *c, struct vexit *e)
 
 static bool owed(struct sim_vcpu *s)
 {
-	return s->nmi_pending || (s->nirr && s->if_flag);
+	return s->nmi_pending || (irr_any(s) && s->if_flag);
 }
 
 static int sim_halt(struct vcpu *c)
@@ -308,10 +312,7 @@ static void sim_queue_irq(struct vcpu *c, unsigned vector)
 {
 	struct sim_vcpu *s = S(c);
 
-	if (!(s->irr[vector / 64] & (UINT64_C(1) << (vector % 64)))) {
-		s->irr[vector / 64] |= UINT64_C(1) << (vector % 64);
-		s->nirr++;
-	}
+	s->irr[vector / 64] |= UINT64_C(1) << (vector % 64);
 }
 
 static int sim_retract_irq(struct vcpu *c, unsigned vector)
@@ -322,7 +323,6 @@ static int sim_retract_irq(struct vcpu *c, unsigned vector)
 	if (!(s->irr[vector / 64] & bit))
 		return 0;
 	s->irr[vector / 64] &= ~bit;
-	s->nirr--;
 	return 1;
 }
 

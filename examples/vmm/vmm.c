@@ -258,6 +258,13 @@ static void *storm_thread(void *arg)
 
 /* ---- one run ---- */
 
+/* KVM's binary stats reported in kernel-irqchip mode, by name. */
+static const char *const kvm_stats[] = {
+	"halt_successful_poll", "halt_attempted_poll", "halt_wakeup",
+	"halt_poll_success_ns", "halt_poll_fail_ns",   "halt_wait_ns",
+};
+#define NKVM_STATS (sizeof(kvm_stats) / sizeof(kvm_stats[0]))
+
 struct result {
 	bool kernel_irqchip;
 	double wall_s, cpu_s;
@@ -269,9 +276,7 @@ struct result {
 		cancelled_entries, wakeups;
 	uint64_t timers_fired, stale_cancelled, stale_delivered, retracted;
 	uint64_t g_ipis, g_timers, g_stale, g_nmis, nmis_sent, pmis;
-	uint64_t kvm_halt_successful_poll, kvm_halt_attempted_poll,
-		kvm_halt_wakeup, kvm_halt_poll_success_ns, kvm_halt_poll_fail_ns,
-		kvm_halt_wait_ns;
+	uint64_t kvm[NKVM_STATS]; /* KVM's own, by kvm_stats[] */
 	unsigned race_tries, race_lost;
 	double race_max_wait_us;
 	bool timed_out, pass;
@@ -411,12 +416,8 @@ static void collect(struct vmm *m, struct result *r)
 			}
 		}
 		if (o->kernel_irqchip && m->be->kvm_stat) {
-			r->kvm_halt_successful_poll += m->be->kvm_stat(c, "halt_successful_poll");
-			r->kvm_halt_attempted_poll += m->be->kvm_stat(c, "halt_attempted_poll");
-			r->kvm_halt_wakeup += m->be->kvm_stat(c, "halt_wakeup");
-			r->kvm_halt_poll_success_ns += m->be->kvm_stat(c, "halt_poll_success_ns");
-			r->kvm_halt_poll_fail_ns += m->be->kvm_stat(c, "halt_poll_fail_ns");
-			r->kvm_halt_wait_ns += m->be->kvm_stat(c, "halt_wait_ns");
+			for (unsigned k = 0; k < NKVM_STATS; k++)
+				r->kvm[k] += m->be->kvm_stat(c, kvm_stats[k]);
 		}
 	}
 	/* With vsched's CANCEL policy no stale expiry reaches the guest, and
@@ -715,17 +716,12 @@ static void print_table(const struct vmm_options *o, const char *be,
 	if (o->workload & WL_SPIN)
 		printf("  kick race           %u tries, %u lost, longest wait %.1f us\n",
 		       r->race_tries, r->race_lost, r->race_max_wait_us);
-	if (r->kernel_irqchip)
-		printf("  KVM stats           halt_successful_poll %llu, "
-		       "halt_attempted_poll %llu, halt_wakeup %llu, "
-		       "halt_poll_success_ns %llu, halt_poll_fail_ns %llu, "
-		       "halt_wait_ns %llu\n",
-		       (unsigned long long)r->kvm_halt_successful_poll,
-		       (unsigned long long)r->kvm_halt_attempted_poll,
-		       (unsigned long long)r->kvm_halt_wakeup,
-		       (unsigned long long)r->kvm_halt_poll_success_ns,
-		       (unsigned long long)r->kvm_halt_poll_fail_ns,
-		       (unsigned long long)r->kvm_halt_wait_ns);
+	if (r->kernel_irqchip) {
+		printf("  KVM stats          ");
+		for (unsigned k = 0; k < NKVM_STATS; k++)
+			printf(" %s %llu%s", kvm_stats[k], (unsigned long long)r->kvm[k],
+			       k + 1 < NKVM_STATS ? "," : "\n");
+	}
 	printf("  checks              %s%s%s\n", r->pass ? "PASS" : "FAIL",
 	       r->pass ? "" : ": ", r->pass ? "" : r->why);
 }
@@ -748,10 +744,7 @@ static void print_json(const struct vmm_options *o, const char *be,
 	       "\"guest\":{\"ipis\":%llu,\"timers_current\":%llu,"
 	       "\"timers_stale\":%llu,\"nmis\":%llu,\"nmis_injected\":%llu},"
 	       "\"kick_race\":{\"tries\":%u,\"lost\":%u,\"max_wait_us\":%.1f},"
-	       "\"kvm\":{\"halt_successful_poll\":%llu,\"halt_attempted_poll\":%llu,"
-	       "\"halt_wakeup\":%llu,\"halt_poll_success_ns\":%llu,"
-	       "\"halt_poll_fail_ns\":%llu,\"halt_wait_ns\":%llu},"
-	       "\"pass\":%s,\"why\":\"%s\"}\n",
+	       "\"kvm\":{",
 	       be, r->kernel_irqchip ? "kernel" : "user", o->vcpus,
 	       workload_name(o->workload), o->iterations,
 	       r->kernel_irqchip ? "kvm-kernel" : polls[o->poll_policy],
@@ -774,14 +767,12 @@ static void print_json(const struct vmm_options *o, const char *be,
 	       (unsigned long long)r->g_ipis, (unsigned long long)r->g_timers,
 	       (unsigned long long)r->g_stale, (unsigned long long)r->g_nmis,
 	       (unsigned long long)r->nmis_sent, r->race_tries, r->race_lost,
-	       r->race_max_wait_us,
-	       (unsigned long long)r->kvm_halt_successful_poll,
-	       (unsigned long long)r->kvm_halt_attempted_poll,
-	       (unsigned long long)r->kvm_halt_wakeup,
-	       (unsigned long long)r->kvm_halt_poll_success_ns,
-	       (unsigned long long)r->kvm_halt_poll_fail_ns,
-	       (unsigned long long)r->kvm_halt_wait_ns,
-	       r->pass ? "true" : "false", r->why);
+	       r->race_max_wait_us);
+	for (unsigned k = 0; k < NKVM_STATS; k++)
+		printf("\"%s\":%llu%s", kvm_stats[k], (unsigned long long)r->kvm[k],
+		       k + 1 < NKVM_STATS ? "," : "");
+	printf("},\"pass\":%s,\"why\":\"%s\"}\n", r->pass ? "true" : "false",
+	       r->why);
 }
 
 #ifndef VMM_WITH_KVM

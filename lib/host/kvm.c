@@ -28,7 +28,6 @@ struct vsched_kvm_vcpu {
 	pthread_t thread;
 	/* Queued vectors (an IRR): vCPU thread only. */
 	uint64_t irr[4];
-	unsigned nirr;
 	/* An NMI was queued since the last entry (ends a halt). */
 	bool nmi_owed;
 	/* KVM_INTERRUPT was issued and no KVM_RUN has run since: kvm_run's
@@ -131,10 +130,7 @@ int vsched_kvm_queue_irq(struct vsched_kvm_vcpu *kv, unsigned vector)
 		return VSCHED_EINVAL;
 	if (vector < 32 || vector > 255)
 		return VSCHED_ERANGE;
-	if (!(kv->irr[vector / 64] & (UINT64_C(1) << (vector % 64)))) {
-		kv->irr[vector / 64] |= UINT64_C(1) << (vector % 64);
-		kv->nirr++;
-	}
+	kv->irr[vector / 64] |= UINT64_C(1) << (vector % 64);
 	return 0;
 }
 
@@ -149,7 +145,6 @@ int vsched_kvm_retract_irq(struct vsched_kvm_vcpu *kv, unsigned vector)
 	if (!(kv->irr[vector / 64] & bit))
 		return 0;
 	kv->irr[vector / 64] &= ~bit;
-	kv->nirr--;
 	return 1;
 }
 
@@ -164,9 +159,14 @@ int vsched_kvm_queue_nmi(struct vsched_kvm_vcpu *kv)
 	return 0;
 }
 
+static bool irr_any(const struct vsched_kvm_vcpu *kv)
+{
+	return kv->irr[0] | kv->irr[1] | kv->irr[2] | kv->irr[3];
+}
+
 bool vsched_kvm_irq_owed(const struct vsched_kvm_vcpu *kv)
 {
-	return kv && (kv->nirr || kv->nmi_owed);
+	return kv && (irr_any(kv) || kv->nmi_owed);
 }
 
 /* Highest queued vector (x86 priority), removed from the IRR. */
@@ -176,7 +176,6 @@ static unsigned take_highest(struct vsched_kvm_vcpu *kv)
 		if (kv->irr[w]) {
 			unsigned b = 63u - (unsigned)__builtin_clzll(kv->irr[w]);
 			kv->irr[w] &= ~(UINT64_C(1) << b);
-			kv->nirr--;
 			return (unsigned)w * 64 + b;
 		}
 	}
@@ -191,7 +190,7 @@ static int inject(struct vsched_kvm_vcpu *kv)
 
 	if (kv->kernel_irqchip)
 		return 0;
-	if (kv->nirr && !kv->injected && run->ready_for_interrupt_injection &&
+	if (irr_any(kv) && !kv->injected && run->ready_for_interrupt_injection &&
 	    run->if_flag) {
 		struct kvm_interrupt irq = { .irq = take_highest(kv) };
 
@@ -204,8 +203,8 @@ static int inject(struct vsched_kvm_vcpu *kv)
 		kv->st.irqs_injected++;
 		kv->injected = true;
 	}
-	run->request_interrupt_window = kv->nirr != 0;
-	if (kv->nirr)
+	run->request_interrupt_window = irr_any(kv);
+	if (run->request_interrupt_window)
 		kv->st.window_requests++;
 	return 0;
 }
