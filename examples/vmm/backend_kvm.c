@@ -363,8 +363,16 @@ static void kvm_dump(struct vcpu *c)
 	struct kvm_regs regs;
 	struct kvm_vcpu_events ev;
 
-	if (ioctl(v->fd, KVM_GET_REGS, &regs) == 0)
+	if (ioctl(v->fd, KVM_GET_REGS, &regs) == 0) {
 		fprintf(stderr, "  vCPU %u: rip %#llx rflags %#llx\n", c->id, regs.rip, regs.rflags);
+		/* The guest runs in 32-bit mode: nothing it or this VMM does
+		 * can put a higher address there. Nested KVM under qemu TCG
+		 * has been seen to store L1's own RIP, just past its VMRUN. */
+		if (regs.rip > UINT32_MAX)
+			fprintf(stderr, "  vCPU %u: environment fault: rip is no address "
+				"of this 32-bit guest; the hypervisor below corrupted "
+				"the vCPU's state (doc/vmm.md)\n", c->id);
+	}
 	if (ioctl(v->fd, KVM_GET_VCPU_EVENTS, &ev) == 0)
 		fprintf(stderr, "  vCPU %u: nmi injected %d pending %d masked %d, irq injected %d "
 			"vector %d, interrupt shadow %d\n", c->id,

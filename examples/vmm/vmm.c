@@ -8,6 +8,7 @@
  *
  * usage: vsched-vmm [options]   (--help lists them)
  */
+#define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "vmm.h"
 
@@ -307,6 +309,28 @@ static void fail_check(struct result *r, const char *why)
 	r->pass = false;
 }
 
+/* A lost kick: where vCPU 0 is, and whether a second kick, sent straight
+ * to the backend (vsched's kick decision bypassed), gets it out. If that
+ * one is lost too, the vCPU cannot be made to leave the guest at all. */
+static void race_lost_report(struct vmm *m, unsigned try)
+{
+	struct vcpu *c = &m->vcpus[0];
+	uint64_t t0 = vmm_now_ns();
+
+	fprintf(stderr, "vsched-vmm: kick race: try %u lost (not serviced "
+		"within 1 s); vCPU mode %d\n", try, vsched_vcpu_mode(c->vs));
+	m->be->kick(c);
+	while (atomic_load(&c->pings_serviced) < try + 1ull &&
+	       vmm_now_ns() - t0 < 1000000000ull)
+		;
+	if (atomic_load(&c->pings_serviced) >= try + 1ull)
+		fprintf(stderr, "vsched-vmm: kick race: a second kick got it "
+			"serviced after %.1f us\n", (vmm_now_ns() - t0) / 1e3);
+	else
+		fprintf(stderr, "vsched-vmm: kick race: a second kick did not "
+			"get it serviced within 1 s either\n");
+}
+
 /* The kick race: vCPU 0 spins in the guest; posts land at random moments
  * around its KVM_RUN and each must be serviced within the watchdog. */
 static void kick_race(struct vmm *m, struct result *r)
@@ -329,9 +353,8 @@ static void kick_race(struct vmm *m, struct result *r)
 			t = vmm_now_ns();
 			if (t - t0 > 1000000000ull) {
 				r->race_lost++;
-				fprintf(stderr, "vsched-vmm: kick race: try %u lost "
-					"(not serviced within 1 s)\n", i);
 				r->race_tries = i + 1;
+				race_lost_report(m, i);
 				return;
 			}
 		}
@@ -442,6 +465,27 @@ static void collect(struct vmm *m, struct result *r)
 		r->rt_p99_us = rts[(size_t)((n - 1) * 0.99)];
 	}
 	free(rts);
+}
+
+/* Every vCPU thread ends once its guest is done or the stop kick reaches
+ * it. One that is still in the guest 10 s after that was never kicked out,
+ * which would hang the VMM in pthread_join; report it and fail instead
+ * (its memory stays in use, so nothing is freed). */
+static void join_vcpus(struct vmm *m)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	for (unsigned i = 0; i < m->o.vcpus; i++) {
+		if (pthread_timedjoin_np(m->vcpus[i].thread, NULL, &until) == 0)
+			continue;
+		fprintf(stderr, "vsched-vmm: vCPU %u did not stop within 10 s "
+			"of its stop kick (mode %d); failing without cleanup\n",
+			i, vsched_vcpu_mode(m->vcpus[i].vs));
+		fflush(NULL); /* no dump: vCPU ioctls wait for KVM_RUN */
+		_exit(EXIT_FAILURE);
+	}
 }
 
 static int run_once(const struct vmm_options *opt, const struct backend *be,
@@ -577,11 +621,11 @@ static int run_once(const struct vmm_options *opt, const struct backend *be,
 	atomic_store(&m->storm_stop, true);
 	if (m->storm_started)
 		pthread_join(m->storm, NULL);
-	for (unsigned i = 0; i < opt->vcpus; i++)
-		pthread_join(m->vcpus[i].thread, NULL);
+	join_vcpus(m);
 	/* The guests' state where they were stopped (the threads are gone,
 	 * so no vCPU ioctl waits for a KVM_RUN). */
-	for (unsigned i = 0; r->timed_out && be->dump && i < opt->vcpus; i++)
+	for (unsigned i = 0; (r->timed_out || r->race_lost) && be->dump &&
+			     i < opt->vcpus; i++)
 		if (m->vcpus[i].be)
 			be->dump(&m->vcpus[i]);
 	r->wall_s = (vmm_now_ns() - t0) / 1e9;

@@ -7,6 +7,7 @@
 # works the tests run directly instead.
 # Needs (Debian): qemu-system-x86 linux-image-amd64 busybox-static cpio.
 # usage: kvm-in-qemu.sh BUILD_DIR [LABEL]     (LABEL: default kvm)
+# KVM_IN_QEMU_TIMEOUT: seconds before qemu is stopped (default 1800).
 set -eu
 build=$(cd "$1" && pwd)
 label=${2:-kvm}
@@ -48,18 +49,20 @@ for m in \$(cat /mods/order); do insmod /mods/\$m.ko || echo "insmod \$m failed"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 host /host
 mount --bind /dev /host/dev; mount --bind /proc /host/proc; mount --bind /sys /host/sys
 [ -c /dev/kvm ] && echo "kvm-in-qemu: /dev/kvm is up in the guest"
+# Where KVM's modules are, to read a dumped guest RIP that points into L1.
+grep '^kvm' /proc/modules | while read n s u d st a; do echo "kvm-in-qemu: module \$n at \$a size \$s"; done
 chroot /host /bin/sh "$work/cmd"
 poweroff -f
 INIT
 chmod +x "$root/init"
 (cd "$root" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$work/initrd.gz"
 echo "kvm-in-qemu: booting $kernel under TCG with nested SVM"
-timeout 1800 qemu-system-x86_64 -accel tcg,thread=multi -cpu EPYC,+svm \
+timeout "${KVM_IN_QEMU_TIMEOUT:-1800}" qemu-system-x86_64 -accel tcg,thread=multi -cpu EPYC,+svm \
 	-smp 2 -m 4096 -nographic -no-reboot -kernel "$kernel" \
 	-initrd "$work/initrd.gz" -append "console=ttyS0 quiet panic=-1" \
 	-virtfs local,path=/,mount_tag=host,security_model=none,multidevs=remap,id=host \
 	</dev/null \
-	2>&1 | grep -v -e "TCG doesn't support" -e '^.\[' || true
+	2>&1 | grep --line-buffered -v -e "TCG doesn't support" -e '^.\[' || true
 rc=$(cat "$work/rc" 2>/dev/null || echo missing)
 echo "kvm-in-qemu: ctest -L $label in the guest exited $rc"
 [ "$rc" = 0 ]
