@@ -51,6 +51,9 @@ mount --bind /dev /host/dev; mount --bind /proc /host/proc; mount --bind /sys /h
 [ -c /dev/kvm ] && echo "kvm-in-qemu: /dev/kvm is up in the guest"
 # Where KVM's modules are, to read a dumped guest RIP that points into L1.
 grep '^kvm' /proc/modules | while read n s u d st a; do echo "kvm-in-qemu: module \$n at \$a size \$s"; done
+# A heartbeat on this machine's disk: the host stops a guest whose kernel
+# no longer runs its userspace.
+( i=0; while :; do i=\$((i + 1)); echo \$i > "/host$work/alive"; sleep 10; done ) &
 chroot /host /bin/sh "$work/cmd"
 poweroff -f
 INIT
@@ -61,8 +64,38 @@ timeout "${KVM_IN_QEMU_TIMEOUT:-1800}" qemu-system-x86_64 -accel tcg,thread=mult
 	-smp 2 -m 4096 -nographic -no-reboot -kernel "$kernel" \
 	-initrd "$work/initrd.gz" -append "console=ttyS0 quiet panic=-1" \
 	-virtfs local,path=/,mount_tag=host,security_model=none,multidevs=remap,id=host \
-	</dev/null \
-	2>&1 | grep --line-buffered -v -e "TCG doesn't support" -e '^.\[' || true
+	</dev/null >"$work/console" 2>&1 &
+qemu=$!
+tail -f --pid=$qemu "$work/console" |
+	grep --line-buffered -v -e "TCG doesn't support" -e '^.\[' &
+# Nested KVM under TCG sometimes wedges the guest kernel (doc/vmm.md): no
+# heartbeat for 120 s (host time) while qemu runs stops it.
+beat="" since=$(date +%s) wedged=""
+while kill -0 $qemu 2>/dev/null; do
+	sleep 5
+	b=$(cat "$work/alive" 2>/dev/null || true)
+	if [ -z "$b" ] || [ "$b" != "$beat" ]; then
+		beat=$b since=$(date +%s)
+	elif [ $(($(date +%s) - since)) -gt 120 ]; then
+		wedged=1
+		kill $qemu 2>/dev/null || true
+		break
+	fi
+done
+wait $qemu 2>/dev/null || true
+wait 2>/dev/null || true
 rc=$(cat "$work/rc" 2>/dev/null || echo missing)
 echo "kvm-in-qemu: ctest -L $label in the guest exited $rc"
-[ "$rc" = 0 ]
+[ "$rc" = 0 ] && exit 0
+# Exit 75 only for faults of the machinery below, shown as such: a guest
+# kernel that stopped, or a vCPU whose saved state no guest could produce
+# (vsched-vmm prints "environment fault").
+if [ -n "$wedged" ]; then
+	echo "kvm-in-qemu: environment fault: the guest kernel ran no userspace for 120 s"
+	exit 75
+fi
+if grep -q 'environment fault' "$work/console"; then
+	echo "kvm-in-qemu: environment fault reported by a test (above)"
+	exit 75
+fi
+exit 1
