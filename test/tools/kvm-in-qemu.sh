@@ -88,10 +88,14 @@ rc=$(cat "$work/rc" 2>/dev/null || echo missing)
 echo "kvm-in-qemu: ctest -L $label in the guest exited $rc"
 [ "$rc" = 0 ] && exit 0
 # Exit 75 only for faults of the machinery below, shown as such: a guest
-# kernel that stopped, or a vCPU whose saved state no guest could produce
-# (vsched-vmm prints "environment fault").
+# kernel that stopped or panicked, or a vCPU whose saved state no guest
+# could produce (vsched-vmm prints "environment fault").
 if [ -n "$wedged" ]; then
 	echo "kvm-in-qemu: environment fault: the guest kernel ran no userspace for 120 s"
+	exit 75
+fi
+if grep -q 'Kernel panic' "$work/console"; then
+	echo "kvm-in-qemu: environment fault: the guest kernel panicked (above)"
 	exit 75
 fi
 if grep -q 'environment fault' "$work/console"; then
