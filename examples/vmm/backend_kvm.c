@@ -355,8 +355,8 @@ static uint64_t kvm_stat(struct vcpu *c, const char *name)
 #endif
 }
 
-/* After a timeout, from the main thread: the vCPU thread is outside
- * KVM_RUN or about to stop, so the vCPU ioctls do not block for long. */
+/* From the main thread, once the vCPU thread has ended, so no vCPU ioctl
+ * waits for a KVM_RUN. */
 static void kvm_dump(struct vcpu *c)
 {
 	struct kvm_vcpu_state *v = c->be;
@@ -364,7 +364,8 @@ static void kvm_dump(struct vcpu *c)
 	struct kvm_vcpu_events ev;
 
 	if (ioctl(v->fd, KVM_GET_REGS, &regs) == 0) {
-		fprintf(stderr, "  vCPU %u: rip %#llx rflags %#llx\n", c->id, regs.rip, regs.rflags);
+		fprintf(stderr, "  vCPU %u: rip %#llx rflags %#llx\n", c->id,
+			regs.rip, regs.rflags);
 		/* The guest runs in 32-bit mode: nothing it or this VMM does
 		 * can put a higher address there. Nested KVM under qemu TCG
 		 * has been seen to store L1's own RIP, just past its VMRUN. */
@@ -374,9 +375,10 @@ static void kvm_dump(struct vcpu *c)
 				"the vCPU's state (doc/vmm.md)\n", c->id);
 	}
 	if (ioctl(v->fd, KVM_GET_VCPU_EVENTS, &ev) == 0)
-		fprintf(stderr, "  vCPU %u: nmi injected %d pending %d masked %d, irq injected %d "
-			"vector %d, interrupt shadow %d\n", c->id,
-			ev.nmi.injected, ev.nmi.pending, ev.nmi.masked, ev.interrupt.injected, ev.interrupt.nr, ev.interrupt.shadow);
+		fprintf(stderr, "  vCPU %u: nmi injected %d pending %d masked %d, "
+			"irq injected %d vector %d, interrupt shadow %d\n", c->id,
+			ev.nmi.injected, ev.nmi.pending, ev.nmi.masked,
+			ev.interrupt.injected, ev.interrupt.nr, ev.interrupt.shadow);
 }
 
 static void kvm_vcpu_fini(struct vcpu *c)
@@ -432,4 +434,3 @@ const struct backend vmm_kvm_backend = {
 	.vcpu_fini = kvm_vcpu_fini,
 	.vm_fini = kvm_vm_fini,
 };
-

@@ -856,7 +856,7 @@ int main(int argc, char **argv)
 	};
 	const struct backend *be;
 	const char *irqchip = "user";
-	bool json = false, all_pass = true;
+	bool all_pass = true;
 	struct result res[2];
 	int nrun = 0, opt, v;
 
@@ -904,7 +904,7 @@ int main(int argc, char **argv)
 			o.timeout_s = (unsigned)strtoul(optarg, NULL, 0);
 			break;
 		case 'j':
-			json = o.json = true;
+			o.json = true;
 			break;
 		case 'S':
 			o.stats = true;
@@ -957,7 +957,7 @@ int main(int argc, char **argv)
 		rc = run_once(&o, be, &res[nrun]);
 		if (rc < 0)
 			res[nrun].pass = false;
-		if (json)
+		if (o.json)
 			print_json(&o, be->name, &res[nrun]);
 		else
 			print_table(&o, be->name, &res[nrun]);
@@ -969,7 +969,7 @@ int main(int argc, char **argv)
 		all_pass &= res[nrun].pass;
 		nrun++;
 	}
-	if (nrun == 2 && !json && res[0].nrt && res[1].nrt)
+	if (nrun == 2 && !o.json && res[0].nrt && res[1].nrt)
 		printf("vsched (user irqchip, %s polling) against the in-kernel irqchip: "
 		       "round trip median %.2fx, p99 %.2fx, host CPU per 1000 round "
 		       "trips %.2fx\n",

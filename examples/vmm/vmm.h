@@ -81,7 +81,8 @@ struct backend {
 		       uint64_t *windows, uint64_t *halts_skipped);
 	/* KVM's own binary stats of a vCPU, by name (0 when missing). */
 	uint64_t (*kvm_stat)(struct vcpu *c, const char *name);
-	/* Print the vCPU's guest state after a timeout (may be NULL). */
+	/* Print the vCPU's guest state after a timeout or a lost kick, once
+	 * its thread has ended (may be NULL). */
 	void (*dump)(struct vcpu *c);
 	void (*vcpu_fini)(struct vcpu *c);
 	void (*vm_fini)(struct vmm *m);
