@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vsched-vmm's KVM backend: the built-in guest (guest.S) in 32-bit flat
- * protected mode on /dev/kvm, one thread per vCPU, through libvsched-kvm.
+ * vsched-vmm's KVM backend: the built-in guest (guest.S) in 64-bit long
+ * mode on /dev/kvm, one thread per vCPU, through libvsched-kvm. The VMM
+ * builds what firmware would: identity page tables, a GDT with a 64-bit
+ * code segment, an IDT of 64-bit interrupt gates, and the vCPU's control
+ * registers with paging and long mode already on.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,16 +57,32 @@ static int fail(const char *what)
 	return -e;
 }
 
+/* A 64-bit interrupt gate: 16 bytes, offset split 16/16/32, IST 0. */
 static void set_gate(uint8_t *mem, unsigned vector, uint32_t handler)
 {
-	uint8_t *g = mem + G_IDT + vector * 8;
+	uint8_t *g = mem + G_IDT + vector * 16;
 	uint16_t lo = handler & 0xffff, hi = handler >> 16, sel = 0x08;
-	uint16_t type = 0x8e00; /* present, DPL 0, 32-bit interrupt gate */
+	uint16_t type = 0x8e00; /* present, DPL 0, 64-bit interrupt gate */
 
+	memset(g, 0, 16); /* offset 63:32 and the reserved word */
 	memcpy(g, &lo, 2);
 	memcpy(g + 2, &sel, 2);
 	memcpy(g + 4, &type, 2);
 	memcpy(g + 6, &hi, 2);
+}
+
+/* Identity map of guest memory: PML4[0] -> PDPT[0] -> PD of 2 MiB pages. */
+static void build_page_tables(uint8_t *mem)
+{
+	uint64_t *pml4 = (uint64_t *)(mem + G_PML4);
+	uint64_t *pdpt = (uint64_t *)(mem + G_PDPT);
+	uint64_t *pd = (uint64_t *)(mem + G_PD);
+	const uint64_t p = 1, rw = 2, ps = 0x80;
+
+	pml4[0] = G_PDPT | p | rw;
+	pdpt[0] = G_PD | p | rw;
+	for (uint64_t i = 0; i < G_MEM_SIZE / 0x200000; i++)
+		pd[i] = (i * 0x200000) | p | rw | ps;
 }
 
 static int kvm_vm_init(struct vmm *m)
@@ -72,7 +91,7 @@ static int kvm_vm_init(struct vmm *m)
 	size_t len = (size_t)(_binary_guest_bin_end - _binary_guest_bin_start);
 	const uint32_t *hdr = (const uint32_t *)_binary_guest_bin_start;
 	static const uint64_t gdt[3] = {
-		0, 0x00cf9a000000ffffull, /* 0x08: code, flat 32-bit */
+		0, 0x00af9a000000ffffull, /* 0x08: code, 64-bit (L=1, D=0) */
 		0x00cf92000000ffffull, /* 0x10: data, flat */
 	};
 	struct kvm_userspace_memory_region region;
@@ -124,12 +143,13 @@ static int kvm_vm_init(struct vmm *m)
 			return fail("KVM_GET_SUPPORTED_CPUID");
 		nent *= 2;
 	}
-	/* The image, its GDT and IDT (every vector traps to bad_handler but
-	 * the three the guest expects). */
+	/* The image, its page tables, GDT and IDT (every vector traps to
+	 * bad_handler but the three the guest expects). */
 	if (len > G_STACKS - G_CODE)
 		return -EFBIG;
 	memcpy(m->mem + G_CODE, _binary_guest_bin_start, len);
 	memcpy(m->mem + G_GDT, gdt, sizeof(gdt));
+	build_page_tables(m->mem);
 	for (unsigned v = 0; v < 256; v++)
 		set_gate(m->mem, v, hdr[4]);
 	set_gate(m->mem, 2, hdr[1]);
@@ -138,11 +158,13 @@ static int kvm_vm_init(struct vmm *m)
 	return 0;
 }
 
-static void seg(struct kvm_segment *sg, unsigned sel, unsigned type)
+/* The hidden parts of a segment register, matching its GDT entry: code
+ * is 64-bit (L=1, D=0), data flat. */
+static void seg(struct kvm_segment *sg, unsigned sel, unsigned type, bool code)
 {
 	*sg = (struct kvm_segment){
 		.base = 0, .limit = 0xffffffff, .selector = sel, .type = type,
-		.present = 1, .dpl = 0, .db = 1, .s = 1, .l = 0, .g = 1,
+		.present = 1, .dpl = 0, .db = !code, .s = 1, .l = code, .g = 1,
 	};
 }
 
@@ -177,16 +199,17 @@ static int kvm_vcpu_init(struct vcpu *c)
 		return fail("KVM_SET_CPUID2");
 	if (ioctl(v->fd, KVM_GET_SREGS, &sregs) != 0)
 		return fail("KVM_GET_SREGS");
-	seg(&sregs.cs, 0x08, 0xb);
-	seg(&sregs.ds, 0x10, 0x3);
+	seg(&sregs.cs, 0x08, 0xb, true);
+	seg(&sregs.ds, 0x10, 0x3, false);
 	sregs.es = sregs.fs = sregs.gs = sregs.ss = sregs.ds;
 	sregs.gdt.base = G_GDT;
 	sregs.gdt.limit = 3 * 8 - 1;
 	sregs.idt.base = G_IDT;
-	sregs.idt.limit = 256 * 8 - 1;
-	sregs.cr0 = 0x11; /* PE, ET; no paging */
-	sregs.cr4 = 0;
-	sregs.efer = 0;
+	sregs.idt.limit = 256 * 16 - 1;
+	sregs.cr3 = G_PML4;
+	sregs.cr4 = 0x20; /* PAE */
+	sregs.cr0 = 0x80000031; /* PG, NE, ET, PE */
+	sregs.efer = 0x500; /* LME, LMA */
 	if (ioctl(v->fd, KVM_SET_SREGS, &sregs) != 0)
 		return fail("KVM_SET_SREGS");
 	memset(&regs, 0, sizeof(regs));
@@ -366,12 +389,13 @@ static void kvm_dump(struct vcpu *c)
 	if (ioctl(v->fd, KVM_GET_REGS, &regs) == 0) {
 		fprintf(stderr, "  vCPU %u: rip %#llx rflags %#llx\n", c->id,
 			regs.rip, regs.rflags);
-		/* The guest runs in 32-bit mode: nothing it or this VMM does
-		 * can put a higher address there. Nested KVM under qemu TCG
-		 * has been seen to store L1's own RIP, just past its VMRUN. */
+		/* The guest's code lies below 4 GiB: nothing it or this VMM
+		 * does can put a higher address there. Nested KVM under qemu
+		 * TCG has been seen to store L1's own RIP, just past its
+		 * VMRUN. */
 		if (regs.rip > UINT32_MAX)
 			fprintf(stderr, "  vCPU %u: environment fault: rip is no address "
-				"of this 32-bit guest; the hypervisor below corrupted "
+				"of this guest; the hypervisor below corrupted "
 				"the vCPU's state (doc/vmm.md)\n", c->id);
 	}
 	if (ioctl(v->fd, KVM_GET_VCPU_EVENTS, &ev) == 0)

@@ -1,18 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vsched-vmm's built-in guests: one 32-bit flat protected-mode image,
- * loaded at G_CODE. The host enters it at `start` with IF=0, %edi pointing
- * at the vCPU's result area (never changed) and a stack. The mailbox's
- * workload bits select what each iteration does; see guest.h.
- * On this machine's nested KVM every guest instruction may be emulated
- * (about 1 us each), so the paths are short and rdtsc (3-5 us there) is
- * read only around the ping-pong round trip.
+ * vsched-vmm's built-in guests: one 64-bit long-mode image, loaded at
+ * G_CODE. The host builds the identity page tables, the GDT and the IDT
+ * (64-bit interrupt gates) and enters it at `start` in 64-bit mode with
+ * IF=0, %rdi pointing at the vCPU's result area (never changed) and a
+ * stack. The mailbox's workload bits select what each iteration does; see
+ * guest.h. Handlers return with iretq: long mode is what every guest OS
+ * runs in, and software-assisted KVMs (kvm_pvm) emulate neither a 32-bit
+ * protected-mode iret nor a software `int n`, so the guest uses neither.
+ * On a nested KVM every guest instruction may be emulated (about 1 us
+ * each), so the paths are short and rdtsc (3-5 us there) is read only
+ * around the ping-pong round trip.
  */
 #include "guest.h"
 
 #define MB(f) (G_MAILBOX + f)
 
-	.code32
+	.code64
 	.text
 	/* Header read by the host: entry point and handler addresses. */
 	.long start, nmi_handler, ipi_handler, timer_handler, bad_handler
@@ -45,12 +49,12 @@ start:
 	testl $WL_SPIN, MB(MB_WORKLOAD)
 	jnz spin
 loop:
-	mov PVA_I(%edi), %eax
+	mov PVA_I(%rdi), %eax
 	cmp MB(MB_ITERS), %eax
 	jae finish
 	testl $WL_PING, MB(MB_WORKLOAD)
 	jz 2f
-	cmpl $ROLE_INIT, PVA_ROLE(%edi)
+	cmpl $ROLE_INIT, PVA_ROLE(%rdi)
 	jne 2f
 	call do_ping
 2:	testl $WL_TIMER, MB(MB_WORKLOAD)
@@ -59,30 +63,30 @@ loop:
 3:	testl $WL_PMI, MB(MB_WORKLOAD)
 	jz 4f
 	call do_pmi
-4:	incl PVA_I(%edi)
+4:	incl PVA_I(%rdi)
 	jmp loop
 
 finish:
 	/* A responder stays until it has answered every ping. */
 	testl $WL_PING, MB(MB_WORKLOAD)
 	jz 6f
-	cmpl $ROLE_RESP, PVA_ROLE(%edi)
+	cmpl $ROLE_RESP, PVA_ROLE(%rdi)
 	jne 6f
 5:	cli
-	mov PVA_IPIS(%edi), %eax
+	mov PVA_IPIS(%rdi), %eax
 	cmp MB(MB_ITERS), %eax
 	jae 6f
 	call wait_irq
 	jmp 5b
 6:	cli
-	mov PVA_STATUS(%edi), %eax
+	mov PVA_STATUS(%rdi), %eax
 	mov $PORT_DONE, %dx
 	out %eax, %dx
 7:	hlt
 	jmp 7b
 
 spin:
-	incl PVA_SPIN(%edi)
+	incl PVA_SPIN(%rdi)
 	jmp spin
 
 /* Wait for an interrupt: IF=0 on entry and on return. `sti; hlt` relies
@@ -97,55 +101,55 @@ idle_hlt:
 	cli
 	ret
 
-/* In a handler, with 3 registers pushed: the interrupted eip at 12(%esp). */
+/* In a handler, with 3 registers pushed: the interrupted rip at 24(%rsp). */
 #define SKIP_HLT \
-	cmpl $idle_hlt, 12(%esp); \
+	cmpq $idle_hlt, 24(%rsp); \
 	jne 9f; \
-	incl 12(%esp); \
+	incq 24(%rsp); \
 9:
 
 /* One ping-pong round trip, timed with rdtsc into this vCPU's log. */
 do_ping:
 	cli
 	rdtsc
-	mov PVA_LOG(%edi), %ebx
-	mov PVA_I(%edi), %ecx
+	mov PVA_LOG(%rdi), %ebx
+	mov PVA_I(%rdi), %ecx
 	shl $4, %ecx
-	add %ecx, %ebx
-	mov %eax, (%ebx)
-	mov %edx, 4(%ebx)
-	movl $0, PVA_REPLY(%edi)
-	mov PVA_PARTNER(%edi), %eax
+	add %rcx, %rbx
+	mov %eax, (%rbx)
+	mov %edx, 4(%rbx)
+	movl $0, PVA_REPLY(%rdi)
+	mov PVA_PARTNER(%rdi), %eax
 	call send_ipi
-1:	cmpl $0, PVA_REPLY(%edi)
+1:	cmpl $0, PVA_REPLY(%rdi)
 	jne 2f
 	call wait_irq
 	jmp 1b
 2:	rdtsc
-	mov %eax, 8(%ebx)
-	mov %edx, 12(%ebx)
+	mov %eax, 8(%rbx)
+	mov %edx, 12(%rbx)
 	ret
 
 /* Sleep until the timer fires; every 4th time a short deadline is armed
  * first and superseded at once, so its expiry, if already posted, is stale. */
 do_timer:
 	cli
-	movl $0, PVA_FIRED(%edi)
-	mov PVA_SEED(%edi), %eax
+	movl $0, PVA_FIRED(%rdi)
+	mov PVA_SEED(%rdi), %eax
 	imul $1103515245, %eax, %eax
 	add $12345, %eax
-	mov %eax, PVA_SEED(%edi)
-	testl $3, PVA_I(%edi)
+	mov %eax, PVA_SEED(%rdi)
+	testl $3, PVA_I(%rdi)
 	jnz 1f
-	push %eax
+	push %rax
 	mov $SHORT_US, %eax
 	call timer_arm
-	pop %eax
+	pop %rax
 1:	shr $16, %eax
 	and $RANGE_MASK, %eax
 	add $MIN_US, %eax
 	call timer_arm
-2:	cmpl $0, PVA_FIRED(%edi)
+2:	cmpl $0, PVA_FIRED(%rdi)
 	jne 3f
 	call wait_irq
 	jmp 2b
@@ -153,7 +157,7 @@ do_timer:
 
 /* Arm the timer %eax us from now: a new epoch. IF=0 here. */
 timer_arm:
-	incl PVA_TEPOCH(%edi)
+	incl PVA_TEPOCH(%rdi)
 	cmpl $0, MB(MB_KERNEL)
 	jne 1f
 	mov $PORT_TIMER, %dx
@@ -168,10 +172,10 @@ timer_arm:
 /* A PMU counter overflow; the host answers with an NMI, delivered at the
  * next entry, so the count has moved by the next instruction. */
 do_pmi:
-	mov PVA_NMIS(%edi), %ebx
+	mov PVA_NMIS(%rdi), %ebx
 	mov $PORT_PMU, %dx
 	out %eax, %dx
-1:	cmp PVA_NMIS(%edi), %ebx
+1:	cmp PVA_NMIS(%rdi), %ebx
 	je 1b
 	ret
 
@@ -198,58 +202,58 @@ eoi:
 1:	ret
 
 nmi_handler:
-	incl PVA_NMIS(%edi)
-	iret
+	incl PVA_NMIS(%rdi)
+	iretq
 
 ipi_handler:
-	push %eax
-	push %ecx
-	push %edx
+	push %rax
+	push %rcx
+	push %rdx
 	SKIP_HLT
-	incl PVA_IPIS(%edi)
-	movl $1, PVA_REPLY(%edi)
-	cmpl $ROLE_RESP, PVA_ROLE(%edi)
+	incl PVA_IPIS(%rdi)
+	movl $1, PVA_REPLY(%rdi)
+	cmpl $ROLE_RESP, PVA_ROLE(%rdi)
 	jne 1f
-	mov PVA_PARTNER(%edi), %eax
+	mov PVA_PARTNER(%rdi), %eax
 	call send_ipi
 1:	call eoi
-	pop %edx
-	pop %ecx
-	pop %eax
-	iret
+	pop %rdx
+	pop %rcx
+	pop %rax
+	iretq
 
 /* Counts as fired only for the current arm: the host's epoch register
  * (userspace irqchip) or, in-kernel, a one-shot LAPIC timer that has run
  * out (current count 0); anything else is a stale, spurious interrupt. */
 timer_handler:
-	push %eax
-	push %ecx
-	push %edx
+	push %rax
+	push %rcx
+	push %rdx
 	SKIP_HLT
 	cmpl $0, MB(MB_KERNEL)
 	jne 1f
-	mov PVA_TIRQ_EPOCH(%edi), %eax
-	cmp PVA_TEPOCH(%edi), %eax
+	mov PVA_TIRQ_EPOCH(%rdi), %eax
+	cmp PVA_TEPOCH(%rdi), %eax
 	jne 3f
 	jmp 2f
 1:	mov $0x839, %ecx
 	rdmsr
 	test %eax, %eax
 	jnz 3f
-2:	movl $1, PVA_FIRED(%edi)
-	incl PVA_TIMERS(%edi)
+2:	movl $1, PVA_FIRED(%rdi)
+	incl PVA_TIMERS(%rdi)
 	jmp 4f
-3:	incl PVA_STALE(%edi)
+3:	incl PVA_STALE(%rdi)
 4:	call eoi
-	pop %edx
-	pop %ecx
-	pop %eax
-	iret
+	pop %rdx
+	pop %rcx
+	pop %rax
+	iretq
 
 /* Any other vector: report and stop. */
 bad_handler:
 	cli
-	movl $0xbad, PVA_STATUS(%edi)
+	movl $0xbad, PVA_STATUS(%rdi)
 	mov $0xbad, %eax
 	mov $PORT_DONE, %dx
 	out %eax, %dx

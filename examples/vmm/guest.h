@@ -8,9 +8,13 @@
 #ifndef VMM_GUEST_H
 #define VMM_GUEST_H
 
-/* Guest-physical layout (32-bit protected mode, flat, no paging). */
+/* Guest-physical layout (64-bit long mode, identity-mapped by 2 MiB pages
+ * over all of G_MEM_SIZE; every address fits in 32 bits). */
 #define G_GDT 0x500
-#define G_IDT 0x1000
+#define G_IDT 0x1000 /* 256 16-byte gates */
+#define G_PML4 0x2000
+#define G_PDPT 0x3000
+#define G_PD 0x4000
 #define G_MAILBOX 0x8000
 #define G_PVA 0x9000 /* + id * G_PVA_SIZE */
 #define G_PVA_SIZE 0x100
@@ -55,7 +59,7 @@
 #define MB_TSC_PER_US 16
 #define MB_READY 20 /* guest-written: vCPUs past their setup */
 
-/* Per-vCPU area (G_PVA + id * G_PVA_SIZE); %edi points at it. */
+/* Per-vCPU area (G_PVA + id * G_PVA_SIZE); %rdi points at it. */
 #define PVA_ID 0
 #define PVA_ROLE 4
 #define PVA_PARTNER 8
