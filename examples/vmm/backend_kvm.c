@@ -241,6 +241,87 @@ static int kvm_vcpu_init(struct vcpu *c)
 	return 0;
 }
 
+/* Why KVM stopped the guest, in one line a reader can act on. */
+static const char *exit_cause(const struct kvm_run *r)
+{
+	if (r->exit_reason == KVM_EXIT_SHUTDOWN)
+		return "the guest triple-faulted: it raised an exception it could "
+		       "not deliver (its IDT, GDT, page tables or stack are broken)";
+	if (r->exit_reason == KVM_EXIT_FAIL_ENTRY)
+		return "the CPU refused VM entry: the vCPU's control registers or "
+		       "segments are inconsistent (hardware reason above)";
+	switch (r->internal.suberror) {
+	case KVM_INTERNAL_ERROR_EMULATION:
+		return "KVM could not emulate the instruction at rip; a "
+		       "software-assisted KVM (kvm_pvm) emulates no 32-bit "
+		       "protected-mode iret and no software int n";
+	case KVM_INTERNAL_ERROR_SIMUL_EX:
+		return "an exception while delivering another: the guest's IDT "
+		       "or stack is broken";
+	case KVM_INTERNAL_ERROR_DELIVERY_EV:
+		return "a VM exit during event delivery that KVM cannot resume";
+	default:
+		return "an internal KVM error (see the suberror and data words)";
+	}
+}
+
+/* On KVM_EXIT_INTERNAL_ERROR, KVM_EXIT_FAIL_ENTRY or KVM_EXIT_SHUTDOWN:
+ * what KVM reports, where the guest was, the instruction's bytes (KVM's
+ * own copy when it gives one, else guest memory, which the identity map
+ * makes rip's physical address) and the cause. The vCPU's thread. */
+static void explain_exit(struct vcpu *c, const struct kvm_vcpu_state *v)
+{
+	const struct kvm_run *r = v->run;
+	struct kvm_regs regs;
+	const uint8_t *insn = NULL;
+	unsigned n = 0;
+	bool from_kvm = false;
+	bool have_rip = ioctl(v->fd, KVM_GET_REGS, &regs) == 0;
+
+	if (r->exit_reason == KVM_EXIT_INTERNAL_ERROR) {
+		fprintf(stderr, "vsched-vmm: vCPU %u: KVM_EXIT_INTERNAL_ERROR, "
+			"suberror %u, %u data words:", c->id, r->internal.suberror,
+			r->internal.ndata);
+		for (unsigned i = 0; i < r->internal.ndata && i < 16; i++)
+			fprintf(stderr, " %#llx",
+				(unsigned long long)r->internal.data[i]);
+		fputc('\n', stderr);
+		if (r->internal.suberror == KVM_INTERNAL_ERROR_EMULATION &&
+		    r->emulation_failure.ndata >= 3 &&
+		    (r->emulation_failure.flags &
+		     KVM_INTERNAL_ERROR_EMULATION_FLAG_INSTRUCTION_BYTES)) {
+			insn = r->emulation_failure.insn_bytes;
+			n = r->emulation_failure.insn_size;
+			from_kvm = true;
+			if (n > sizeof(r->emulation_failure.insn_bytes))
+				n = sizeof(r->emulation_failure.insn_bytes);
+		}
+	} else if (r->exit_reason == KVM_EXIT_FAIL_ENTRY) {
+		fprintf(stderr, "vsched-vmm: vCPU %u: KVM_EXIT_FAIL_ENTRY, hardware "
+			"entry failure reason %#llx on host CPU %u\n", c->id,
+			(unsigned long long)r->fail_entry.hardware_entry_failure_reason,
+			r->fail_entry.cpu);
+	} else {
+		fprintf(stderr, "vsched-vmm: vCPU %u: KVM_EXIT_SHUTDOWN\n", c->id);
+	}
+	if (have_rip) {
+		fprintf(stderr, "vsched-vmm: vCPU %u: rip %#llx rsp %#llx rflags "
+			"%#llx\n", c->id, regs.rip, regs.rsp, regs.rflags);
+		if (!insn && regs.rip < G_MEM_SIZE - 15) {
+			insn = c->m->mem + regs.rip;
+			n = 15;
+		}
+	}
+	if (insn) {
+		fprintf(stderr, "vsched-vmm: vCPU %u: instruction bytes (%s):",
+			c->id, from_kvm ? "from KVM" : "guest memory at rip");
+		for (unsigned i = 0; i < n; i++)
+			fprintf(stderr, " %02x", insn[i]);
+		fputc('\n', stderr);
+	}
+	fprintf(stderr, "vsched-vmm: vCPU %u: cause: %s\n", c->id, exit_cause(r));
+}
+
 static void kvm_run(struct vcpu *c, struct vexit *e)
 {
 	struct kvm_vcpu_state *v = c->be;
@@ -278,12 +359,14 @@ static void kvm_run(struct vcpu *c, struct vexit *e)
 			e->err = rc;
 			fprintf(stderr, "vsched-vmm: vCPU %u: run: %s\n", c->id,
 				rc >= -4095 ? strerror(-rc) : vsched_strerror(rc));
+		} else if (rc == KVM_EXIT_INTERNAL_ERROR ||
+			   rc == KVM_EXIT_FAIL_ENTRY || rc == KVM_EXIT_SHUTDOWN) {
+			e->err = -EIO;
+			explain_exit(c, v);
 		} else {
 			e->err = -EIO;
-			fprintf(stderr,
-				"vsched-vmm: vCPU %u: unexpected exit reason %d "
-				"(internal error suberror %u)\n",
-				c->id, rc, v->run->internal.suberror);
+			fprintf(stderr, "vsched-vmm: vCPU %u: unexpected exit "
+				"reason %d\n", c->id, rc);
 		}
 	}
 }

@@ -22,6 +22,8 @@
 	.long start, nmi_handler, ipi_handler, timer_handler, bad_handler
 
 start:
+	testl $WL_FAULT, MB(MB_WORKLOAD)
+	jnz fault
 	cmpl $0, MB(MB_KERNEL)
 	je 1f
 	/* In-kernel LAPIC: x2APIC mode, software-enabled, one-shot timer
@@ -88,6 +90,15 @@ finish:
 spin:
 	incl PVA_SPIN(%rdi)
 	jmp spin
+
+/* No IDT, then an exception: #UD cannot be delivered, nor the #DF after
+ * it, so the CPU shuts down (KVM_EXIT_SHUTDOWN). */
+fault:
+	lidt null_idtr
+	ud2
+null_idtr:
+	.word 0
+	.quad 0
 
 /* Wait for an interrupt: IF=0 on entry and on return. `sti; hlt` relies
  * on the one-instruction interrupt shadow after sti; an interrupt that is

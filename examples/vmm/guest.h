@@ -31,6 +31,7 @@
 #define WL_TIMER 2 /* timer sleeps, every 4th one re-armed before expiry */
 #define WL_PMI 4 /* PMU overflow -> PMI delivered as an NMI */
 #define WL_SPIN 8 /* spin forever (the kick race) */
+#define WL_FAULT 16 /* triple-fault at once (the exit diagnostics' test) */
 
 /* Devices of the userspace irqchip: 32-bit OUT to these ports. */
 #define PORT_IPI 0x500 /* value: destination vCPU; vector IPI_VEC */

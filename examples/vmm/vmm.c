@@ -670,9 +670,11 @@ out:
 /* ---- options and output ---- */
 
 static const char *const workloads[] = { "pingpong", "timer", "pmi", "mixed",
-					 "kick-race" };
+					 "kick-race", "fault" };
 static const unsigned workload_bits[] = { WL_PING, WL_TIMER, WL_PMI,
-					  WL_PING | WL_TIMER | WL_PMI, WL_SPIN };
+					  WL_PING | WL_TIMER | WL_PMI, WL_SPIN,
+					  WL_FAULT };
+#define NWORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
 static const char *const polls[] = { "none", "fixed", "kvm", "adaptive" };
 static const char *const cancels[] = { "keep", "cancel", "adaptive" };
 
@@ -686,7 +688,7 @@ static int pick(const char *arg, const char *const *names, unsigned n)
 
 static const char *workload_name(unsigned bits)
 {
-	for (unsigned i = 0; i < 5; i++)
+	for (unsigned i = 0; i < NWORKLOADS; i++)
 		if (workload_bits[i] == bits)
 			return workloads[i];
 	return "?";
@@ -699,7 +701,8 @@ static void usage(FILE *f)
 		"  --backend kvm|sim|auto     vCPUs on /dev/kvm or simulated (auto: kvm if it opens)\n"
 		"  --irqchip user|kernel|both userspace irqchip through vsched (default), KVM's\n"
 		"                             in-kernel one with KVM's halt polling, or both in turn\n"
-		"  --workload pingpong|timer|pmi|mixed|kick-race   (default pingpong)\n"
+		"  --workload pingpong|timer|pmi|mixed|kick-race|fault   (default pingpong;\n"
+		"                             fault: KVM only, the guest triple-faults at once)\n"
 		"  --vcpus N                  1..%d (default 2)\n"
 		"  --iterations N             per vCPU (default 2000, at most %d)\n"
 		"  --poll none|fixed|kvm|adaptive     vsched's halt-poll policy (default adaptive)\n"
@@ -869,7 +872,7 @@ int main(int argc, char **argv)
 			irqchip = optarg;
 			break;
 		case 'w':
-			if ((v = pick(optarg, workloads, 5)) < 0)
+			if ((v = pick(optarg, workloads, NWORKLOADS)) < 0)
 				goto bad;
 			o.workload = workload_bits[v];
 			break;
@@ -937,6 +940,11 @@ int main(int argc, char **argv)
 #endif
 	} else if (strcmp(o.backend, "sim") == 0) {
 		be = &vmm_sim_backend;
+		if (o.workload & WL_FAULT) {
+			fprintf(stderr, "vsched-vmm: the fault workload needs "
+					"real guest code: --backend kvm\n");
+			return 2;
+		}
 		if (strcmp(irqchip, "user")) {
 			fprintf(stderr, "vsched-vmm: the sim backend has only the "
 					"userspace irqchip\n");
