@@ -822,6 +822,54 @@ static void print_json(const struct vmm_options *o, const char *be,
 	       r->why);
 }
 
+/* --irqchip both: each vsched run against the in-kernel one (the last),
+ * as a table with ratios or, with --json, one object. */
+static void print_comparison(const struct vmm_options *o,
+			     const struct result *res, const unsigned *poll,
+			     int nrun)
+{
+	const struct result *k = &res[nrun - 1];
+	double kcpu = k->cpu_s * 1000.0 / k->nrt;
+
+	if (o->json)
+		printf("{\"comparison\":\"user irqchip through vsched against "
+		       "the in-kernel irqchip\",\"kernel\":{\"median_us\":%.3f,"
+		       "\"p99_us\":%.3f,\"cpu_s_per_1000_rt\":%.4f},\"vsched\":[",
+		       k->rt_median_us, k->rt_p99_us, kcpu);
+	else
+		printf("\nIPI round trip, %u vCPUs, %u iterations: vsched "
+		       "(userspace irqchip) against KVM's in-kernel irqchip\n"
+		       "  %-22s %10s %10s %14s %8s %8s %8s\n", o->vcpus,
+		       o->iterations, "run", "median us", "p99 us",
+		       "CPU s/1000 rt", "x med", "x p99", "x CPU");
+	for (int i = 0; i < nrun - 1; i++) {
+		const struct result *r = &res[i];
+		double cpu = r->nrt ? r->cpu_s * 1000.0 / r->nrt : 0;
+
+		if (!r->nrt)
+			continue;
+		if (o->json)
+			printf("%s{\"poll\":\"%s\",\"median_us\":%.3f,"
+			       "\"p99_us\":%.3f,\"cpu_s_per_1000_rt\":%.4f,"
+			       "\"median_ratio\":%.3f,\"p99_ratio\":%.3f,"
+			       "\"cpu_ratio\":%.3f}", i ? "," : "", polls[poll[i]],
+			       r->rt_median_us, r->rt_p99_us, cpu,
+			       r->rt_median_us / k->rt_median_us,
+			       r->rt_p99_us / k->rt_p99_us, cpu / kcpu);
+		else
+			printf("  vsched, poll %-9s %10.2f %10.2f %14.4f %7.2fx "
+			       "%7.2fx %7.2fx\n", polls[poll[i]], r->rt_median_us,
+			       r->rt_p99_us, cpu, r->rt_median_us / k->rt_median_us,
+			       r->rt_p99_us / k->rt_p99_us, cpu / kcpu);
+	}
+	if (o->json)
+		printf("]}\n");
+	else
+		printf("  %-22s %10.2f %10.2f %14.4f %8s %8s %8s\n",
+		       "in-kernel, KVM polling", k->rt_median_us, k->rt_p99_us,
+		       kcpu, "1", "1", "1");
+}
+
 #ifndef VMM_WITH_KVM
 bool vmm_kvm_available(void)
 {
@@ -859,8 +907,10 @@ int main(int argc, char **argv)
 	};
 	const struct backend *be;
 	const char *irqchip = "user";
-	bool all_pass = true;
-	struct result res[2];
+	bool all_pass = true, poll_given = false;
+	/* --irqchip both: each poll policy (or the one given), then kernel. */
+	struct result res[5];
+	unsigned run_poll[5];
 	int nrun = 0, opt, v;
 
 	while ((opt = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -886,6 +936,7 @@ int main(int argc, char **argv)
 			if ((v = pick(optarg, polls, 4)) < 0)
 				goto bad;
 			o.poll_policy = (unsigned)v;
+			poll_given = true;
 			break;
 		case 'c':
 			if ((v = pick(optarg, cancels, 3)) < 0)
@@ -955,35 +1006,39 @@ int main(int argc, char **argv)
 	}
 	if (o.workload & WL_SPIN)
 		o.iterations = 1;
-	for (int k = 0; k < 2; k++) {
+	/* The runs: the userspace irqchip through vsched, with the policy
+	 * given or, for --irqchip both without --poll, with each policy; then
+	 * KVM's in-kernel irqchip with KVM's own halt polling. */
+	if (strcmp(irqchip, "kernel")) {
+		bool each = strcmp(irqchip, "both") == 0 && !poll_given;
+
+		for (unsigned p = 0; p < 4; p++)
+			if (each ? true : p == o.poll_policy)
+				run_poll[nrun++] = p;
+	}
+	if (strcmp(irqchip, "user"))
+		run_poll[nrun++] = o.poll_policy;
+	for (int k = 0; k < nrun; k++) {
 		int rc;
 
-		if ((k == 0 && strcmp(irqchip, "kernel") == 0) ||
-		    (k == 1 && strcmp(irqchip, "user") == 0))
-			continue;
-		o.kernel_irqchip = k == 1;
-		rc = run_once(&o, be, &res[nrun]);
+		o.kernel_irqchip = strcmp(irqchip, "user") && k == nrun - 1;
+		o.poll_policy = run_poll[k];
+		rc = run_once(&o, be, &res[k]);
 		if (rc < 0)
-			res[nrun].pass = false;
+			res[k].pass = false;
 		if (o.json)
-			print_json(&o, be->name, &res[nrun]);
+			print_json(&o, be->name, &res[k]);
 		else
-			print_table(&o, be->name, &res[nrun]);
-		if (res[nrun].stats) {
-			fputs(res[nrun].stats, stdout);
-			free(res[nrun].stats);
-			res[nrun].stats = NULL;
+			print_table(&o, be->name, &res[k]);
+		if (res[k].stats) {
+			fputs(res[k].stats, stdout);
+			free(res[k].stats);
+			res[k].stats = NULL;
 		}
-		all_pass &= res[nrun].pass;
-		nrun++;
+		all_pass &= res[k].pass;
 	}
-	if (nrun == 2 && !o.json && res[0].nrt && res[1].nrt)
-		printf("vsched (user irqchip, %s polling) against the in-kernel irqchip: "
-		       "round trip median %.2fx, p99 %.2fx, host CPU per 1000 round "
-		       "trips %.2fx\n",
-		       polls[o.poll_policy], res[0].rt_median_us / res[1].rt_median_us,
-		       res[0].rt_p99_us / res[1].rt_p99_us,
-		       (res[0].cpu_s / res[0].nrt) / (res[1].cpu_s / res[1].nrt));
+	if (strcmp(irqchip, "both") == 0 && res[nrun - 1].nrt)
+		print_comparison(&o, res, run_poll, nrun);
 	return all_pass ? 0 : 1;
 bad:
 	usage(stderr);
