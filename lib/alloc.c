@@ -45,6 +45,11 @@ const struct vsched_allocator *vsched_default_allocator(void)
 	return &default_allocator;
 }
 
+const struct vsched_allocator *vsched_vm_allocator(const struct vsched_vm *vm)
+{
+	return vm ? &vm->alloc : NULL;
+}
+
 void *vsched__alloc(const struct vsched_allocator *a, size_t size)
 {
 	void *p = a->alloc(size, VSCHED__CACHELINE, a->ctx);

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE /* strerrordesc_np: a static string, no locale, no buffer */
+#include <string.h>
+
 #include <vsched/error.h>
 
 const char *vsched_strerror(int err)
@@ -12,6 +15,16 @@ const char *vsched_strerror(int err)
 		VSCHED_ERRNO_MAP(VSCHED__ERR_CASE)
 #undef VSCHED__ERR_CASE
 	default:
-		return "unknown vsched error";
+		break;
 	}
+	if (err > -VSCHED__EOWN) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
+		const char *d = strerrordesc_np(-err);
+
+		if (d)
+			return d;
+#endif
+		return "error from the kernel (an errno vsched passed through)";
+	}
+	return "unknown vsched error";
 }

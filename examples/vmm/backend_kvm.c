@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/kvm.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,10 @@ static int kvm_vm_init(struct vmm *m)
 		return -ENOMEM;
 	s->kvm = s->vm = -1;
 	m->be_vm = s;
+	/* The kick signal (SIGUSR1, the adapter's default) needs a handler
+	 * that interrupts KVM_RUN; this VMM has none of its own. */
+	if (vsched_kvm_signal_install(SIGUSR1) != 0)
+		return fail("sigaction SIGUSR1");
 	s->kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (s->kvm < 0)
 		return fail("open /dev/kvm");
@@ -322,10 +327,19 @@ static void explain_exit(struct vcpu *c, const struct kvm_vcpu_state *v)
 	fprintf(stderr, "vsched-vmm: vCPU %u: cause: %s\n", c->id, exit_cause(r));
 }
 
+/* The run loop's body as a VMM that owns KVM_RUN writes it: vsched's
+ * pre_run (service, inject, clear immediate_exit, commit), the ioctl,
+ * vsched's post_run. vsched_kvm_run() is the same three steps. */
 static void kvm_run(struct vcpu *c, struct vexit *e)
 {
 	struct kvm_vcpu_state *v = c->be;
-	int rc = vsched_kvm_run(v->kv);
+	int rc = vsched_kvm_pre_run(v->kv);
+
+	if (rc == 0) {
+		int ret = ioctl(v->fd, KVM_RUN, 0);
+
+		rc = vsched_kvm_post_run(v->kv, ret < 0 ? -errno : 0);
+	}
 
 	*e = (struct vexit){ .kind = EXIT_AGAIN };
 	switch (rc) {
@@ -358,7 +372,7 @@ static void kvm_run(struct vcpu *c, struct vexit *e)
 		if (rc < 0) {
 			e->err = rc;
 			fprintf(stderr, "vsched-vmm: vCPU %u: run: %s\n", c->id,
-				rc >= -4095 ? strerror(-rc) : vsched_strerror(rc));
+				vsched_strerror(rc));
 		} else if (rc == KVM_EXIT_INTERNAL_ERROR ||
 			   rc == KVM_EXIT_FAIL_ENTRY || rc == KVM_EXIT_SHUTDOWN) {
 			e->err = -EIO;

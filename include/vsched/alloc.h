@@ -36,6 +36,16 @@ struct vsched_allocator {
  */
 VSCHED_API const struct vsched_allocator *vsched_default_allocator(void);
 
+struct vsched_vm;
+
+/**
+ * The allocator a VM was created with (its config's, or the default), for
+ * adapters and extensions that allocate on the VM's behalf: they take
+ * memory where vsched itself does. NULL for NULL.
+ * Context: any thread, while the VM exists.
+ */
+VSCHED_API const struct vsched_allocator *vsched_vm_allocator(const struct vsched_vm *vm);
+
 #ifdef __cplusplus
 }
 #endif

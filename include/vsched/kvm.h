@@ -28,6 +28,39 @@
  *
  * The hypervisor's `kick` host callback calls vsched_kvm_kick() for its
  * vCPU. One thread per vCPU, as KVM requires.
+ *
+ * **A VMM that owns its KVM_RUN loop** (QEMU's kvm_cpu_exec, kvmtool's
+ * kvm_cpu__start) keeps it and brackets its ioctl:
+ *
+ * @code
+ *   for (;;) {
+ *           rc = vsched_kvm_pre_run(kv);      // service, inject, clear
+ *           if (rc == VSCHED_KVM_CANCELLED)   //   immediate_exit, commit
+ *                   continue;
+ *           if (rc < 0)
+ *                   break;
+ *           my_pre_run_steps();               // nothing that can block
+ *           ret = ioctl(vcpu_fd, KVM_RUN, 0);
+ *           rc = vsched_kvm_post_run(kv, ret < 0 ? -errno : 0);
+ *           my_post_run_steps();
+ *           if (rc == KVM_EXIT_HLT)
+ *                   vsched_kvm_halt(kv, deadline);
+ *           else if (rc >= 0 && rc != VSCHED_KVM_KICKED)
+ *                   my_handle_exit(rc);
+ *   }
+ * @endcode
+ *
+ * vsched_kvm_run() is exactly that loop body. Between pre_run and KVM_RUN
+ * the vCPU is IN_GUEST for vsched: a poster kicks instead of waking, so the
+ * VMM's steps there must not wait for anything a poster provides.
+ *
+ * **The kick signal** is the VMM's choice (`signo`, SIGUSR1 by default,
+ * QEMU's SIG_IPI). vsched installs no process-wide handler behind the
+ * VMM's back: attach refuses a signal whose action is still the default or
+ * ignore (VSCHED_ENOHANDLER). Install your own handler (without
+ * SA_RESTART), or call vsched_kvm_signal_install(). The signal must be
+ * deliverable while KVM_RUN runs: unblocked on the vCPU thread, or
+ * unblocked for KVM_RUN by KVM_SET_SIGNAL_MASK as QEMU does.
  */
 #ifndef VSCHED_KVM_H
 #define VSCHED_KVM_H
@@ -50,21 +83,24 @@ struct vsched_kvm_config {
 	/** sizeof(struct vsched_kvm_config). */
 	size_t size;
 	/**
-	 * The kick signal. 0 selects SIGUSR1. The first attach installs an
-	 * empty handler for it (no SA_RESTART) unless one is installed; the
-	 * signal must not be blocked on vCPU threads.
+	 * The kick signal. 0 selects SIGUSR1. It must have a handler when
+	 * attach runs (see above); vsched installs none itself.
 	 */
 	int signo;
 	/** Use the in-kernel irqchip: no KVM_INTERRUPT, no window requests. */
 	bool kernel_irqchip;
 };
 
-/** What vsched_kvm_run() returns besides a KVM exit reason. */
+/**
+ * What vsched_kvm_run(), pre_run and post_run return besides 0 and a KVM
+ * exit reason: successes, so positive, above every KVM_EXIT_* value, and
+ * never mistaken for an error (changed in 0.2: they were negative).
+ */
 enum vsched_kvm_run_result {
 	/** KVM_RUN returned EINTR: a kick (or another signal) interrupted it. */
-	VSCHED_KVM_KICKED = -1000,
+	VSCHED_KVM_KICKED = 0x10000,
 	/** The entry was cancelled by a request that arrived at commit. */
-	VSCHED_KVM_CANCELLED = -1001,
+	VSCHED_KVM_CANCELLED = 0x10001,
 };
 
 /** Adapter counters (this vCPU). */
@@ -88,10 +124,20 @@ struct vsched_kvm_stats {
 };
 
 /**
+ * Install an empty handler (no SA_RESTART) for `signo`, process-wide, for
+ * a VMM that has none of its own for its kick signal. Replaces whatever
+ * handler `signo` had. @return 0, VSCHED_EINVAL (bad signal) or a negative
+ * errno from sigaction. Context: any thread, before attach.
+ */
+VSCHED_API int vsched_kvm_signal_install(int signo);
+
+/**
  * Attach a vsched vCPU to KVM vCPU `vcpu_fd` and its mapping `run`.
  * Records the calling thread as the one to signal: call it on the vCPU's
- * thread. @return 0, VSCHED_EINVAL (NULL, bad size, bad signal) or
- * VSCHED_ENOMEM. Context: the vCPU's own thread, before it runs.
+ * thread. The adapter is allocated with the VM's allocator.
+ * @return 0, VSCHED_EINVAL (NULL, bad size, bad signal), VSCHED_ENOHANDLER
+ * (the signal has no handler) or VSCHED_ENOMEM.
+ * Context: the vCPU's own thread, before it runs.
  */
 VSCHED_API int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
 				 struct kvm_run *run,
@@ -110,8 +156,30 @@ VSCHED_API int vsched_kvm_detach(struct vsched_kvm_vcpu *kv);
 VSCHED_API int vsched_kvm_kick(struct vsched_kvm_vcpu *kv);
 
 /**
- * One guest entry: service requests, inject what is owed, clear
- * immediate_exit, commit (vsched_vcpu_enter()), KVM_RUN, leave guest mode.
+ * Everything before KVM_RUN, in the one order that loses no kick: service
+ * requests, inject what is owed (userspace irqchip), clear immediate_exit,
+ * then commit to entry (vsched_vcpu_enter() publishes IN_GUEST, full
+ * barrier, re-checks requests).
+ * @return 0: issue KVM_RUN now, then call vsched_kvm_post_run();
+ * VSCHED_KVM_CANCELLED: a request came at commit, do not run, call again;
+ * VSCHED_ESTATE after a 0 with no post_run yet; or a negative error (then
+ * no post_run). Context: the vCPU's own thread.
+ */
+VSCHED_API int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv);
+
+/**
+ * Everything after KVM_RUN: leave guest mode (vsched_vcpu_exit()), mark
+ * kvm_run's injection fields fresh, count a kicked exit.
+ * @param run_ret what KVM_RUN gave: 0, or the negative errno it failed with.
+ * @return the exit reason (>= 0, KVM_EXIT_*; KVM_EXIT_HLT means call
+ * vsched_kvm_halt()), VSCHED_KVM_KICKED for -EINTR, `run_ret` for another
+ * error, or VSCHED_ESTATE without a successful pre_run.
+ * Context: the vCPU's own thread, right after KVM_RUN.
+ */
+VSCHED_API int vsched_kvm_post_run(struct vsched_kvm_vcpu *kv, int run_ret);
+
+/**
+ * One guest entry: vsched_kvm_pre_run(), KVM_RUN, vsched_kvm_post_run().
  * @return a KVM exit reason (>= 0, KVM_EXIT_*), VSCHED_KVM_KICKED,
  * VSCHED_KVM_CANCELLED (call again), or a negative errno from KVM_RUN or
  * vsched. Context: the vCPU's own thread.

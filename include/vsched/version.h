@@ -8,15 +8,18 @@
  * the caller start with a `size` field so that new members can be appended.
  * The shared library's SONAME carries the major version and its version
  * script exports only vsched_* symbols. Until 1.0 the API is not declared
- * stable; from 1.0 on, CI compares the library with an abidiff baseline.
+ * stable and each 0.MINOR is an ABI of its own (the SONAME carries
+ * 0.MINOR); from 1.0 on, CI compares the library with an abidiff baseline.
+ * 0.2 changed the values of vsched's own error codes (<vsched/error.h>)
+ * and of the KVM adapter's non-exit results (<vsched/kvm.h>).
  */
 #ifndef VSCHED_VERSION_H
 #define VSCHED_VERSION_H
 
-/** Major version: the ABI (the shared library's SONAME). */
+/** Major version: the ABI (the shared library's SONAME; 0.MINOR before 1.0). */
 #define VSCHED_VERSION_MAJOR 0
 /** Minor version: grows with compatible additions. */
-#define VSCHED_VERSION_MINOR 1
+#define VSCHED_VERSION_MINOR 2
 /** Patch version: fixes only. */
 #define VSCHED_VERSION_PATCH 0
 

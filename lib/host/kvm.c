@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include <vsched/alloc.h>
 #include <vsched/block.h>
 #include <vsched/error.h>
 #include <vsched/kvm.h>
@@ -21,6 +22,7 @@
 
 struct vsched_kvm_vcpu {
 	struct vsched_vcpu *vcpu;
+	const struct vsched_allocator *alloc; /* the VM's */
 	struct kvm_run *run;
 	int fd;
 	int signo;
@@ -34,6 +36,9 @@ struct vsched_kvm_vcpu {
 	 * ready_for_interrupt_injection is stale until then, and a second
 	 * KVM_INTERRUPT would replace the first (a lost interrupt). */
 	bool injected;
+	/* Between vsched_kvm_pre_run() returning 0 and vsched_kvm_post_run():
+	 * IN_GUEST as far as vsched knows. */
+	bool in_run;
 	struct vsched_kvm_stats st;
 };
 
@@ -42,36 +47,37 @@ static void kick_handler(int sig)
 	(void)sig; /* only interrupts KVM_RUN; immediate_exit is already set */
 }
 
-static int install_handler(int signo)
+int vsched_kvm_signal_install(int signo)
 {
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-	static uint64_t done[2]; /* signals 1..127 */
-	struct sigaction sa, old;
-	int rc = 0;
+	struct sigaction sa;
 
-	pthread_mutex_lock(&lock);
-	if (!(done[signo / 64] & (UINT64_C(1) << (signo % 64)))) {
-		if (sigaction(signo, NULL, &old) != 0) {
-			rc = VSCHED_EINVAL;
-		} else if (old.sa_handler == SIG_DFL ||
-			   old.sa_handler == SIG_IGN) {
-			memset(&sa, 0, sizeof(sa));
-			sa.sa_handler = kick_handler; /* no SA_RESTART */
-			sigemptyset(&sa.sa_mask);
-			if (sigaction(signo, &sa, NULL) != 0)
-				rc = VSCHED_EINVAL;
-		}
-		if (!rc)
-			done[signo / 64] |= UINT64_C(1) << (signo % 64);
-	}
-	pthread_mutex_unlock(&lock);
-	return rc;
+	if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP)
+		return VSCHED_EINVAL;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = kick_handler; /* no SA_RESTART */
+	sigemptyset(&sa.sa_mask);
+	return sigaction(signo, &sa, NULL) == 0 ? 0 : -errno;
+}
+
+/* A kick with the default action would end the process, an ignored one
+ * would never interrupt KVM_RUN: the VMM must have a handler installed. */
+static int check_handler(int signo)
+{
+	struct sigaction old;
+
+	if (sigaction(signo, NULL, &old) != 0)
+		return VSCHED_EINVAL;
+	if (!(old.sa_flags & SA_SIGINFO) &&
+	    (old.sa_handler == SIG_DFL || old.sa_handler == SIG_IGN))
+		return VSCHED_ENOHANDLER;
+	return 0;
 }
 
 int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
 		      struct kvm_run *run, const struct vsched_kvm_config *cfg,
 		      struct vsched_kvm_vcpu **out)
 {
+	const struct vsched_allocator *a;
 	struct vsched_kvm_vcpu *kv;
 	int signo = SIGUSR1, rc;
 
@@ -82,15 +88,20 @@ int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
 		return VSCHED_EINVAL;
 	if (cfg && cfg->signo)
 		signo = cfg->signo;
-	if (signo <= 0 || signo >= 128 || signo == SIGKILL || signo == SIGSTOP)
+	if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP)
 		return VSCHED_EINVAL;
-	rc = install_handler(signo);
+	rc = check_handler(signo);
 	if (rc)
 		return rc;
-	kv = calloc(1, sizeof(*kv));
+	a = vsched_vm_allocator(vsched_vcpu_vm(vcpu));
+	if (!a)
+		return VSCHED_EINVAL;
+	kv = a->alloc(sizeof(*kv), 64, a->ctx);
 	if (!kv)
 		return VSCHED_ENOMEM;
+	memset(kv, 0, sizeof(*kv));
 	kv->vcpu = vcpu;
+	kv->alloc = a;
 	kv->run = run;
 	kv->fd = vcpu_fd;
 	kv->signo = signo;
@@ -105,7 +116,7 @@ int vsched_kvm_detach(struct vsched_kvm_vcpu *kv)
 {
 	if (!kv)
 		return VSCHED_EINVAL;
-	free(kv);
+	kv->alloc->free(kv, sizeof(*kv), kv->alloc->ctx);
 	return 0;
 }
 
@@ -209,12 +220,14 @@ static int inject(struct vsched_kvm_vcpu *kv)
 	return 0;
 }
 
-int vsched_kvm_run(struct vsched_kvm_vcpu *kv)
+int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv)
 {
 	int rc;
 
 	if (!kv)
 		return VSCHED_EINVAL;
+	if (kv->in_run)
+		return VSCHED_ESTATE;
 	rc = vsched_service(kv->vcpu);
 	if (rc < 0)
 		return rc;
@@ -230,19 +243,37 @@ int vsched_kvm_run(struct vsched_kvm_vcpu *kv)
 	if (rc < 0)
 		return rc;
 	kv->nmi_owed = false; /* KVM delivers it at this entry */
+	kv->in_run = true;
 	kv->st.runs++;
-	rc = ioctl(kv->fd, KVM_RUN, 0);
-	if (rc != 0)
-		rc = -errno;
+	return 0;
+}
+
+int vsched_kvm_post_run(struct vsched_kvm_vcpu *kv, int run_ret)
+{
+	if (!kv)
+		return VSCHED_EINVAL;
+	if (!kv->in_run)
+		return VSCHED_ESTATE;
+	kv->in_run = false;
 	kv->injected = false; /* kvm_run's injection fields are fresh again */
 	vsched_vcpu_exit(kv->vcpu);
-	if (rc == -EINTR) {
+	if (run_ret == -EINTR) {
 		kv->st.kicked_exits++;
 		return VSCHED_KVM_KICKED;
 	}
-	if (rc < 0)
-		return rc;
+	if (run_ret < 0)
+		return run_ret;
 	return (int)kv->run->exit_reason;
+}
+
+int vsched_kvm_run(struct vsched_kvm_vcpu *kv)
+{
+	int rc = vsched_kvm_pre_run(kv);
+
+	if (rc != 0)
+		return rc;
+	rc = ioctl(kv->fd, KVM_RUN, 0);
+	return vsched_kvm_post_run(kv, rc == 0 ? 0 : -errno);
 }
 
 int vsched_kvm_halt(struct vsched_kvm_vcpu *kv, uint64_t deadline_ns)

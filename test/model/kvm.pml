@@ -4,12 +4,17 @@
  * Spin model of the KVM adapter's kick (lib/host/kvm.c): immediate_exit plus
  * a signal, against the vCPU thread's way into KVM_RUN.
  *
- * vCPU thread (vsched_kvm_run): service; clear immediate_exit; publish
- * IN_GUEST; full fence; re-check requests; KVM_RUN (a syscall: it drains
- * the store buffer). In KVM_RUN the kernel returns -EINTR at once when
- * immediate_exit is set or a signal is pending, else runs the guest until a
- * signal arrives. A signal that arrives while the thread runs user code is
- * taken by vsched's empty handler and has no further effect.
+ * vCPU thread, as a VMM that owns KVM_RUN drives it:
+ *   vsched_kvm_pre_run(): service; clear immediate_exit; publish IN_GUEST;
+ *     full fence; re-check requests (found: VSCHED_KVM_CANCELLED, back to
+ *     OUTSIDE and no KVM_RUN);
+ *   the VMM's own pre-run steps (user code: a pending signal may be taken
+ *     there by the VMM's handler, with no further effect);
+ *   KVM_RUN (a syscall: it drains the store buffer). The kernel returns
+ *     -EINTR at once when immediate_exit is set or a signal is pending,
+ *     else runs the guest until a signal arrives;
+ *   vsched_kvm_post_run(): back to OUTSIDE.
+ * vsched_kvm_run() is the same three steps with no VMM steps between.
  *
  * Poster/kicker (vsched_post + vsched_kvm_kick): set the request bit; fence;
  * read the mode; if IN_GUEST, win IN_GUEST -> EXITING, store
@@ -25,7 +30,10 @@
  *   -DCLEAR_LATE   clear immediate_exit after the re-check, just before
  *                  KVM_RUN (it erases a kick that landed in between);
  *   -DSIGNAL_ONLY  kick with the signal alone (it is lost when it arrives
- *                  before KVM_RUN).
+ *                  before KVM_RUN);
+ *   -DRUN_ON_CANCEL  a VMM that issues KVM_RUN although pre_run said
+ *                  VSCHED_KVM_CANCELLED (posters no longer kick an OUTSIDE
+ *                  vCPU, so the guest runs with the request pending).
  */
 
 #define NPOSTS 2
@@ -130,8 +138,15 @@ proctype vcpu()
 		(empty(vbuf));                   /* full barrier */
 		found = pending;                 /* re-check */
 		if
+#ifndef RUN_ON_CANCEL
 		:: found -> vbuf!V_MODE,OUTSIDE  /* cancelled entry */
 		:: else ->
+#else
+		:: found -> vbuf!V_MODE,OUTSIDE; goto enter
+		:: else ->
+enter:
+#endif
+			skip;                    /* the VMM's pre-run steps */
 #ifdef CLEAR_LATE
 			vbuf!V_IE,0;
 #endif

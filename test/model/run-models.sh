@@ -25,11 +25,13 @@ timer.pml FIRE_NO_CAS fail
 kvm.pml - pass
 kvm.pml CLEAR_LATE fail
 kvm.pml SIGNAL_ONLY fail
+kvm.pml RUN_ON_CANCEL fail
 PLAN
 
 while read -r model variant expect; do
 	def=""
 	[ "$variant" = "-" ] || def="-D$variant"
+	rm -f "$work/out.txt"
 	( cd "$work" && spin -a $def "$dir/$model" >/dev/null &&
 	  ${CC:-cc} -O2 -DSAFETY -w -o pan pan.c &&
 	  ./pan -m200000 > out.txt 2>&1 ) || true

@@ -37,7 +37,8 @@ static void test_errors_have_text(void **state)
 	const int codes[] = { VSCHED_EINVAL, VSCHED_ERANGE, VSCHED_ENOMEM,
 			      VSCHED_EEXIST, VSCHED_EBUSY, VSCHED_ENOTFINAL,
 			      VSCHED_ELOOP, VSCHED_EORDER, VSCHED_ESHUTDOWN,
-			      VSCHED_ESTATE, VSCHED_ENOSPC };
+			      VSCHED_ESTATE, VSCHED_ENOSPC, VSCHED_ENOHANDLER,
+			      VSCHED_ECLOCK };
 	for (unsigned i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
 		assert_true(codes[i] < 0);
 		assert_string_not_equal(vsched_strerror(codes[i]),
@@ -48,6 +49,33 @@ static void test_errors_have_text(void **state)
 	assert_string_equal(vsched_strerror(0), "success");
 	assert_string_equal(vsched_strerror(-99999), "unknown vsched error");
 	assert_non_null(vsched_default_allocator());
+}
+
+/* One rule: vsched's own conditions lie below every kernel errno, so an
+ * errno passed through from a syscall (epoll_ctl's EPERM, a closed fd's
+ * EBADF) reads as what the kernel meant, never as a vsched condition. */
+static void test_errors_one_range(void **state)
+{
+	(void)state;
+	const int own[] = { VSCHED_EBUSY, VSCHED_ENOTFINAL, VSCHED_ELOOP,
+			    VSCHED_EORDER, VSCHED_ESHUTDOWN, VSCHED_ESTATE,
+			    VSCHED_ENOSPC, VSCHED_ENOHANDLER, VSCHED_ECLOCK };
+	const int kernel[] = { -EPERM, -EBADF, -EBUSY, -ENOSPC, -EBADFD,
+			       -EDEADLK, -ELOOP, -ESHUTDOWN };
+
+	for (unsigned i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+		assert_true(own[i] < -4095);
+		assert_true(vsched_is_own_error(own[i]));
+	}
+	for (unsigned i = 0; i < sizeof(kernel) / sizeof(kernel[0]); i++) {
+		assert_false(vsched_is_own_error(kernel[i]));
+		for (unsigned j = 0; j < sizeof(own) / sizeof(own[0]); j++)
+			assert_string_not_equal(vsched_strerror(kernel[i]),
+						vsched_strerror(own[j]));
+	}
+	assert_string_not_equal(vsched_strerror(-EBADF), "unknown vsched error");
+	assert_false(vsched_is_own_error(VSCHED_EINVAL));
+	assert_false(vsched_is_own_error(0));
 }
 
 static void test_vm_bad_input(void **state)
@@ -209,6 +237,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_errors_have_text),
+		cmocka_unit_test(test_errors_one_range),
 		cmocka_unit_test(test_vm_bad_input),
 		cmocka_unit_test(test_table_bad_input),
 		cmocka_unit_test(test_vcpu_bad_input),

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <vsched/kvm.h>
@@ -54,6 +55,7 @@ static int setup(void **state)
 	f->run = calloc(1, 4096);
 	f->fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	assert_true(f->fd >= 0);
+	assert_int_equal(vsched_kvm_signal_install(SIGUSR1), 0);
 	assert_int_equal(vsched_kvm_attach(f->v, f->fd, f->run, NULL, &f->kv), 0);
 	*state = f;
 	return 0;
@@ -122,8 +124,116 @@ static void test_irr(void **state)
 	assert_false(vsched_kvm_irq_owed(f->kv));
 }
 
+/* The kick signal is the VMM's: attach installs no handler and refuses a
+ * signal whose action would end the process or ignore the kick; with one
+ * installed (the VMM's own, or vsched_kvm_signal_install()) it attaches,
+ * and the adapter comes from the VM's allocator. */
+static size_t counted_allocs, counted_frees;
+
+static void *counted_alloc(size_t size, size_t align, void *ctx)
+{
+	void *p = NULL;
+
+	(void)ctx;
+	counted_allocs++;
+	return posix_memalign(&p, align, size) == 0 ? p : NULL;
+}
+
+static void counted_free(void *p, size_t size, void *ctx)
+{
+	(void)size, (void)ctx;
+	counted_frees++;
+	free(p);
+}
+
+static void own_handler(int sig)
+{
+	(void)sig;
+}
+
+static void test_signal_is_the_vmms(void **state)
+{
+	struct fixture *f = *state;
+	struct vsched_allocator a = { counted_alloc, counted_free, NULL };
+	struct vsched_vm_config cfg = { .size = sizeof(cfg), .alloc = &a };
+	struct vsched_kvm_config k = { .size = sizeof(k), .signo = SIGUSR2 };
+	struct sigaction sa, old;
+	struct vsched_kvm_vcpu *kv = NULL;
+	struct vsched_vm *vm;
+	struct vsched_vcpu *v;
+
+	(void)f;
+	assert_int_equal(sigaction(SIGUSR2, NULL, &old), 0);
+	signal(SIGUSR2, SIG_DFL);
+	assert_int_equal(vsched_kvm_attach(f->v, f->fd, f->run, &k, &kv), VSCHED_ENOHANDLER);
+	assert_null(kv);
+	assert_int_equal(sigaction(SIGUSR2, NULL, &sa), 0);
+	assert_true(sa.sa_handler == SIG_DFL); /* nothing installed behind our back */
+	signal(SIGUSR2, SIG_IGN);
+	assert_int_equal(vsched_kvm_attach(f->v, f->fd, f->run, &k, &kv), VSCHED_ENOHANDLER);
+	assert_string_not_equal(vsched_strerror(VSCHED_ENOHANDLER), "unknown vsched error");
+	assert_true(vsched_is_own_error(VSCHED_ENOHANDLER));
+	assert_int_equal(vsched_kvm_signal_install(SIGKILL), VSCHED_EINVAL);
+	assert_int_equal(vsched_kvm_signal_install(0), VSCHED_EINVAL);
+
+	/* The VMM's own handler is kept as it is. */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = own_handler;
+	assert_int_equal(sigaction(SIGUSR2, &sa, NULL), 0);
+	assert_int_equal(vsched_vm_create(&cfg, &vm), 0);
+	declare(vm, 0, "any", 0, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	assert_int_equal(vsched_vcpu_create(vm, 0, NULL, &v), 0);
+	counted_allocs = counted_frees = 0;
+	assert_int_equal(vsched_kvm_attach(v, f->fd, f->run, &k, &kv), 0);
+	assert_int_equal(counted_allocs, 1);
+	assert_int_equal(sigaction(SIGUSR2, NULL, &sa), 0);
+	assert_ptr_equal(sa.sa_handler, own_handler);
+	assert_int_equal(vsched_kvm_detach(kv), 0);
+	assert_int_equal(counted_frees, 1);
+	vsched_vm_destroy(vm);
+	sigaction(SIGUSR2, &old, NULL);
+}
+
+/* The split: pre_run commits (IN_GUEST, immediate_exit cleared), a second
+ * pre_run or a post_run without pre_run is refused, post_run leaves guest
+ * mode and maps EINTR to a kick and an exit reason through. */
+static void test_pre_post_run(void **state)
+{
+	struct fixture *f = *state;
+	struct vsched_kvm_stats st = { .size = sizeof(st) };
+
+	assert_int_equal(vsched_kvm_pre_run(NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_kvm_post_run(NULL, 0), VSCHED_EINVAL);
+	assert_int_equal(vsched_kvm_post_run(f->kv, 0), VSCHED_ESTATE);
+	f->run->immediate_exit = 1;
+	assert_int_equal(vsched_kvm_pre_run(f->kv), 0);
+	assert_int_equal(f->run->immediate_exit, 0);
+	assert_int_equal(vsched_vcpu_mode(f->v), VSCHED_MODE_IN_GUEST);
+	assert_int_equal(vsched_kvm_pre_run(f->kv), VSCHED_ESTATE);
+	/* A post while "in KVM_RUN" kicks (the host callback, which would
+	 * call vsched_kvm_kick(): immediate_exit, then the signal). */
+	assert_int_equal(vsched_post(f->v, 3), 0);
+	assert_int_equal(vsched_kvm_kick(f->kv), 0);
+	assert_int_equal(f->run->immediate_exit, 1);
+	assert_int_equal(vsched_kvm_post_run(f->kv, -EINTR), VSCHED_KVM_KICKED);
+	assert_int_equal(vsched_vcpu_mode(f->v), VSCHED_MODE_OUTSIDE_GUEST);
+	assert_int_equal(vsched_kvm_post_run(f->kv, 0), VSCHED_ESTATE);
+	/* The next entry services the IPI first. */
+	assert_int_equal(vsched_kvm_pre_run(f->kv), 0);
+	assert_int_equal(f->ipis, 1);
+	f->run->exit_reason = KVM_EXIT_HLT;
+	assert_int_equal(vsched_kvm_post_run(f->kv, 0), KVM_EXIT_HLT);
+	assert_int_equal(vsched_kvm_pre_run(f->kv), 0);
+	assert_int_equal(vsched_kvm_post_run(f->kv, -EFAULT), -EFAULT);
+	assert_int_equal(vsched_kvm_read_stats(f->kv, &st), 0);
+	assert_int_equal(st.runs, 3);
+	assert_int_equal(st.kicked_exits, 1);
+	assert_true(VSCHED_KVM_KICKED > 0 && VSCHED_KVM_CANCELLED > 0);
+}
+
 /* The kick stores immediate_exit (and signals the thread, whose handler
- * vsched installed, so the process survives it). */
+ * the fixture installed, so the process survives it). */
 static void test_kick_sets_immediate_exit(void **state)
 {
 	struct fixture *f = *state;
@@ -218,6 +328,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_irr, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kick_sets_immediate_exit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_signal_is_the_vmms, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pre_post_run, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_run_paths, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_halt_owed_does_not_sleep, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_halt_until_owed, setup, teardown),
