@@ -8,3 +8,4 @@ set(ENV{PKG_CONFIG_LIBDIR} "/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgc
 set(ENV{PKG_CONFIG_SYSROOT_DIR} "")
 # libjemalloc-dev installs for one arch only: cross builds use the libc allocator.
 set(VSCHED_WITH_JEMALLOC OFF CACHE BOOL "" FORCE)
+set(VSCHED_APPS_JEMALLOC OFF CACHE BOOL "" FORCE)
