@@ -221,6 +221,13 @@ void vsched__timers_free(struct vsched_vm *vm);
 int vsched__poll_install(struct vsched_vm *vm,
 			 const struct vsched_poll_params *p);
 void vsched__poll_release(struct vsched_vm *vm);
+/* The policy on parameters already in our layout (the engine's copy): the
+ * public vsched_poll_window()/update() check and copy the caller's first. */
+uint64_t vsched__poll_window(const struct vsched_poll_params *p,
+			     const struct vsched_poll_state *s);
+void vsched__poll_update(const struct vsched_poll_params *p,
+			 struct vsched_poll_state *s, uint64_t window_ns,
+			 uint64_t halt_ns, bool valid);
 void vsched__poll_read(struct vsched_vm *vm, struct vsched__poll_cfg *out);
 
 /* Move the vCPU out of IN_GUEST/EXITING/BLOCKED/POLLING into `mode`,

@@ -2,6 +2,7 @@
 /* Poll policies: pure functions of (params, state). */
 #include <string.h>
 
+#include "abi.h"
 #include "internal.h"
 
 #define HIST_ONE (1u << 16)
@@ -25,16 +26,25 @@ int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
 	return 0;
 }
 
-static bool params_ok(const struct vsched_poll_params *p)
+/* The caller's parameters in our layout (the extensible-struct rule,
+ * lib/abi.h), checked. */
+static bool params_ok(const struct vsched_poll_params *p,
+		      struct vsched_poll_params *n)
 {
-	return p && p->size == sizeof(*p) && p->policy <= VSCHED_POLL_ADAPTIVE &&
-	       p->decay_shift < 16;
+	return p &&
+	       vsched__struct_in(n, sizeof(*n), p,
+				 VSCHED__SIZE_TO(struct vsched_poll_params,
+						 decay_shift)) == 0 &&
+	       n->policy <= VSCHED_POLL_ADAPTIVE && n->decay_shift < 16;
 }
 
-int vsched_poll_init(const struct vsched_poll_params *p,
+int vsched_poll_init(const struct vsched_poll_params *caller,
 		     struct vsched_poll_state *s)
 {
-	if (!params_ok(p) || !s)
+	struct vsched_poll_params n;
+	const struct vsched_poll_params *p = &n;
+
+	if (!params_ok(caller, &n) || !s)
 		return VSCHED_EINVAL;
 	memset(s, 0, sizeof(*s));
 	/* ADAPTIVE starts optimistic (poll the whole window) until it has
@@ -44,11 +54,19 @@ int vsched_poll_init(const struct vsched_poll_params *p,
 	return 0;
 }
 
-uint64_t vsched_poll_window(const struct vsched_poll_params *p,
+uint64_t vsched_poll_window(const struct vsched_poll_params *caller,
 			    const struct vsched_poll_state *s)
 {
-	if (!p || !s)
+	struct vsched_poll_params n;
+
+	if (!params_ok(caller, &n) || !s)
 		return 0;
+	return vsched__poll_window(&n, s);
+}
+
+uint64_t vsched__poll_window(const struct vsched_poll_params *p,
+			     const struct vsched_poll_state *s)
+{
 	switch (p->policy) {
 	case VSCHED_POLL_FIXED:
 		return p->max_ns;
@@ -178,12 +196,22 @@ static void adaptive_update(const struct vsched_poll_params *p,
 	s->window_ns = adaptive_choose(p, s);
 }
 
-int vsched_poll_update(const struct vsched_poll_params *p,
+int vsched_poll_update(const struct vsched_poll_params *caller,
 		       struct vsched_poll_state *s, uint64_t window_ns,
 		       uint64_t halt_ns, bool valid)
 {
-	if (!params_ok(p) || !s)
+	struct vsched_poll_params n;
+
+	if (!params_ok(caller, &n) || !s)
 		return VSCHED_EINVAL;
+	vsched__poll_update(&n, s, window_ns, halt_ns, valid);
+	return 0;
+}
+
+void vsched__poll_update(const struct vsched_poll_params *p,
+			 struct vsched_poll_state *s, uint64_t window_ns,
+			 uint64_t halt_ns, bool valid)
+{
 	s->halts++;
 	switch (p->policy) {
 	case VSCHED_POLL_KVM:
@@ -196,7 +224,6 @@ int vsched_poll_update(const struct vsched_poll_params *p,
 	default:
 		break;
 	}
-	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -210,13 +237,14 @@ int vsched_poll_update(const struct vsched_poll_params *p,
 int vsched__poll_install(struct vsched_vm *vm, const struct vsched_poll_params *p)
 {
 	struct vsched__poll_cfg *cfg, *old;
+	struct vsched_poll_params n;
 
-	if (!params_ok(p))
+	if (!params_ok(p, &n))
 		return VSCHED_EINVAL;
 	cfg = vsched__alloc(&vm->alloc, sizeof(*cfg));
 	if (!cfg)
 		return VSCHED_ENOMEM;
-	cfg->p = *p;
+	cfg->p = n;
 	pthread_mutex_lock(&vm->lock);
 	cfg->gen = atomic_load(&vm->poll_gen) + 1;
 	old = atomic_exchange_explicit(&vm->poll, cfg, memory_order_seq_cst);

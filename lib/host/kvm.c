@@ -20,6 +20,8 @@
 #include <vsched/timer.h>
 #include <vsched/vcpu.h>
 
+#include "../abi.h"
+
 struct vsched_kvm_vcpu {
 	struct vsched_vcpu *vcpu;
 	const struct vsched_allocator *alloc; /* the VM's */
@@ -78,16 +80,18 @@ int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
 		      struct vsched_kvm_vcpu **out)
 {
 	const struct vsched_allocator *a;
+	struct vsched_kvm_config c = { .size = sizeof(c) };
 	struct vsched_kvm_vcpu *kv;
 	int signo = SIGUSR1, rc;
 
 	if (!vcpu || vcpu_fd < 0 || !run || !out)
 		return VSCHED_EINVAL;
-	if (cfg && cfg->size < offsetof(struct vsched_kvm_config, kernel_irqchip) +
-					sizeof(cfg->kernel_irqchip))
+	if (cfg && vsched__struct_in(&c, sizeof(c), cfg,
+				     VSCHED__SIZE_TO(struct vsched_kvm_config,
+						     kernel_irqchip)))
 		return VSCHED_EINVAL;
-	if (cfg && cfg->signo)
-		signo = cfg->signo;
+	if (c.signo)
+		signo = c.signo;
 	if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP)
 		return VSCHED_EINVAL;
 	rc = check_handler(signo);
@@ -105,7 +109,7 @@ int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
 	kv->run = run;
 	kv->fd = vcpu_fd;
 	kv->signo = signo;
-	kv->kernel_irqchip = cfg && cfg->kernel_irqchip;
+	kv->kernel_irqchip = c.kernel_irqchip;
 	kv->thread = pthread_self();
 	kv->st.size = sizeof(kv->st);
 	*out = kv;
@@ -310,14 +314,9 @@ int vsched_kvm_halt(struct vsched_kvm_vcpu *kv, uint64_t deadline_ns)
 int vsched_kvm_read_stats(const struct vsched_kvm_vcpu *kv,
 			  struct vsched_kvm_stats *out)
 {
-	size_t n;
-
-	if (!kv || !out || out->size < sizeof(size_t))
+	if (!kv)
 		return VSCHED_EINVAL;
-	n = out->size < sizeof(kv->st) ? out->size : sizeof(kv->st);
-	memcpy(out, &kv->st, n);
-	out->size = n;
-	return 0;
+	return vsched__struct_out(out, &kv->st, sizeof(kv->st));
 }
 
 struct vsched_vcpu *vsched_kvm_vcpu(const struct vsched_kvm_vcpu *kv)
