@@ -31,6 +31,8 @@
 
 #include "internal.h"
 
+#include <urcu/urcu-bp.h>
+
 #define EXPIRED UINT64_C(1)
 #define OFF UINT64_C(2) /* LEVEL: disabled or masked */
 #define SHIFT 2
@@ -188,9 +190,15 @@ out:
 	return rc;
 }
 
+static void service_free(struct vsched_timer_service *s);
+
+/* VM destroy: the service still attached goes with it; then the timers. */
 void vsched__timers_free(struct vsched_vm *vm)
 {
+	struct vsched_timer_service *s = atomic_exchange(&vm->tsvc, NULL);
 	struct vsched_timer *t, *n;
+	if (s)
+		service_free(s);
 	for (t = atomic_load(&vm->timers); t; t = n) {
 		n = atomic_load(&t->vm_next);
 		vsched__free(&vm->alloc, t, sizeof(*t));
@@ -515,12 +523,20 @@ static void lower_next(struct vsched_timer_service *s, uint64_t d)
 		}
 }
 
+/* An arm (any thread) reaches the service under RCU: the service's destroy
+ * unpublishes it and waits for a grace period before closing its fds and
+ * freeing it, so an arm never programs a closed (or reused) fd. */
 static void service_note(struct vsched_vm *vm, uint64_t d)
 {
-	struct vsched_timer_service *s =
-		atomic_load_explicit(&vm->tsvc, memory_order_acquire);
-	if (s)
+	struct vsched_timer_service *s;
+
+	urcu_bp_read_lock();
+	s = atomic_load_explicit(&vm->tsvc, memory_order_acquire);
+	if (s) {
 		lower_next(s, d);
+		VSCHED__TSAN_RELEASE(s);
+	}
+	urcu_bp_read_unlock();
 }
 
 int vsched_timer_service_create(struct vsched_vm *vm, struct vsched_timer_service **out)
@@ -629,16 +645,25 @@ int vsched_timer_service_stop(struct vsched_timer_service *s)
 	return 0;
 }
 
+/* Unpublished already: wait out every arm that may still hold it. */
+static void service_free(struct vsched_timer_service *s)
+{
+	urcu_bp_synchronize_rcu();
+	VSCHED__TSAN_ACQUIRE(s);
+	close(s->epfd);
+	close(s->stopfd);
+	close(s->tfd);
+	vsched__free(&s->vm->alloc, s, sizeof(*s));
+}
+
 int vsched_timer_service_destroy(struct vsched_timer_service *s)
 {
 	struct vsched_timer_service *self;
 	if (!s)
 		return VSCHED_EINVAL;
 	self = s;
-	atomic_compare_exchange_strong(&s->vm->tsvc, &self, NULL);
-	close(s->epfd);
-	close(s->stopfd);
-	close(s->tfd);
-	vsched__free(&s->vm->alloc, s, sizeof(*s));
+	if (!atomic_compare_exchange_strong(&s->vm->tsvc, &self, NULL))
+		return VSCHED_EINVAL; /* not this VM's service */
+	service_free(s);
 	return 0;
 }

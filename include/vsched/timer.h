@@ -215,6 +215,14 @@ VSCHED_API int vsched_vcpu_next_timer(const struct vsched_vcpu *vcpu,
  * the VM's timers. Use it either as a thread of your own
  * (vsched_timer_service_run()) or by adding vsched_timer_service_fd() to
  * your event loop and calling vsched_timer_service_dispatch() when readable.
+ *
+ * Lifetime: the service belongs to its VM. vsched_timer_service_destroy()
+ * ends it early (arms racing with the destroy are safe: they reach the
+ * service under RCU and the destroy waits for them); otherwise
+ * vsched_vm_destroy() destroys it. Either way, first stop run() and join
+ * its thread, or stop calling dispatch(). After vsched_vm_destroy() the
+ * service pointer is gone like every object of the VM: do not pass it to
+ * any call, vsched_timer_service_destroy() included.
  * @return 0, VSCHED_EINVAL, VSCHED_EEXIST (one per VM) or a negative errno.
  * Context: setup.
  */
@@ -231,7 +239,12 @@ VSCHED_API int vsched_timer_service_dispatch(struct vsched_timer_service *s);
 VSCHED_API int vsched_timer_service_run(struct vsched_timer_service *s);
 /** Make run() return. Any thread. @return 0 or VSCHED_EINVAL. */
 VSCHED_API int vsched_timer_service_stop(struct vsched_timer_service *s);
-/** Destroy (after run() returned). @return 0 or VSCHED_EINVAL. */
+/**
+ * Destroy (after run() returned; before vsched_vm_destroy(), which
+ * otherwise does it). Waits for an RCU grace period.
+ * @return 0 or VSCHED_EINVAL. Context: not from an arm's caller holding an
+ * RCU read lock of liburcu-bp.
+ */
 VSCHED_API int vsched_timer_service_destroy(struct vsched_timer_service *s);
 
 #ifdef __cplusplus
