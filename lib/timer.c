@@ -190,19 +190,41 @@ out:
 	return rc;
 }
 
+/* vCPU destroy (vm->lock held): take its timers off the VM's list, so that
+ * the service never walks them again and hotplug does not grow the list.
+ * A dispatch standing on one of them still finds its vm_next; the memory
+ * goes with the vCPU's (vsched__timers_fini()). */
+void vsched__timers_unlink(struct vsched_vcpu *v)
+{
+	struct vsched_timer *_Atomic *pp = &v->vm->timers;
+	struct vsched_timer *t;
+
+	while ((t = atomic_load_explicit(pp, memory_order_relaxed))) {
+		if (t->vcpu == v)
+			atomic_store_explicit(pp, atomic_load(&t->vm_next),
+					      memory_order_release);
+		else
+			pp = &t->vm_next;
+	}
+}
+
+/* Free a vCPU's timers, when the vCPU itself is freed. */
+void vsched__timers_fini(struct vsched_vcpu *v)
+{
+	for (unsigned i = 0; i < v->ntimers; i++)
+		vsched__free(&v->vm->alloc, v->timers[i], sizeof(*v->timers[i]));
+	v->ntimers = 0;
+	atomic_store(&v->ntimers_pub, 0);
+}
+
 static void service_free(struct vsched_timer_service *s);
 
-/* VM destroy: the service still attached goes with it; then the timers. */
+/* VM destroy: the service still attached goes with it; then the list. */
 void vsched__timers_free(struct vsched_vm *vm)
 {
 	struct vsched_timer_service *s = atomic_exchange(&vm->tsvc, NULL);
-	struct vsched_timer *t, *n;
 	if (s)
 		service_free(s);
-	for (t = atomic_load(&vm->timers); t; t = n) {
-		n = atomic_load(&t->vm_next);
-		vsched__free(&vm->alloc, t, sizeof(*t));
-	}
 	atomic_store(&vm->timers, NULL);
 }
 

@@ -20,6 +20,7 @@ static void free_vcpu(struct vsched_vm *vm, struct vsched_vcpu *v)
 	vsched__sleeper_retire(&v->sl);
 	vsched__sleeper_fini(&v->sl);
 	vsched__drain_payloads(v);
+	vsched__timers_fini(v);
 	vsched__free(&vm->alloc, v, v->alloc_size);
 }
 
