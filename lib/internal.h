@@ -215,7 +215,12 @@ void vsched__sleeper_retire(struct vsched__sleeper *s);
 /* Timers (lib/timer.c). */
 uint64_t vsched__vcpu_earliest(const struct vsched_vcpu *v);
 bool vsched__timer_filter(struct vsched_vcpu *v, unsigned rank);
+/* VM destroy: destroys the timer service still attached, forgets the list. */
 void vsched__timers_free(struct vsched_vm *vm);
+/* vCPU destroy, vm->lock held: its timers leave the VM's list. */
+void vsched__timers_unlink(struct vsched_vcpu *v);
+/* Freeing a vCPU: its timers go with it. */
+void vsched__timers_fini(struct vsched_vcpu *v);
 
 /* Poll policy plumbing (lib/poll.c). */
 int vsched__poll_install(struct vsched_vm *vm,

@@ -4,11 +4,23 @@
  * the expiry-cancellation policy applied when the timer's request is
  * serviced.
  *
- * A timer's word holds (deadline << 1) | EXPIRED; 0 is disarmed. An expiry
- * is posted by whoever removes an expired, unposted deadline from the word:
- * fire() with a CAS that sets EXPIRED, or arm() with the exchange that
+ * A timer's word holds (deadline << 2) | OFF | EXPIRED; deadline 0 is
+ * disarmed. OFF (LEVEL only) is "disabled or masked". Every change is one
+ * atomic RMW of the word, so arm, fire, set_ctl and the cancellation filter
+ * each see and replace a consistent (deadline, gate, latch) triple.
+ *
+ * An expiry is posted by whoever removes an expired, unposted deadline from
+ * the word: fire() with a CAS that sets EXPIRED, or arm() with the RMW that
  * replaces it. So a re-arm racing the fire posts the old expiry exactly once
  * (test/model/timer.pml).
+ *
+ * LEVEL: the output line is (enabled && !masked && deadline <= now), and
+ * EXPIRED means "posted since the line last rose". Every way the line can
+ * fall (set_ctl closing the gate, arm moving the deadline into the future or
+ * disarming, the filter moving vsched's view to the guest's future
+ * deadline) clears EXPIRED in the same RMW, so EXPIRED implies the line is
+ * high, and the next rising edge (time, arm into the past, enable, unmask)
+ * posts again.
  */
 #include <errno.h>
 #include <string.h>
@@ -19,13 +31,15 @@
 
 #include "internal.h"
 
-#define EXPIRED 1u
-#define CTL_ENABLE 1u
-#define CTL_MASK 2u
+#include <urcu/urcu-bp.h>
+
+#define EXPIRED UINT64_C(1)
+#define OFF UINT64_C(2) /* LEVEL: disabled or masked */
+#define SHIFT 2
+#define NONE UINT64_MAX
 
 struct vsched_timer {
 	_Atomic uint64_t word VSCHED__ALIGNED;
-	_Atomic uint32_t ctl;
 	struct vsched_vcpu *vcpu;
 	struct vsched_timer *_Atomic vm_next;
 	unsigned kind, rank, semantics, cancel;
@@ -50,20 +64,34 @@ struct vsched_timer_service {
 
 static uint64_t deadline_of(uint64_t w)
 {
-	return w >> 1;
+	return w >> SHIFT;
 }
 
-static bool asserted(const struct vsched_timer *t, uint64_t w, uint64_t now)
+/*
+ * THE predicate: the deadline at which the timer in word `w` can post an
+ * expiry, or NONE when it cannot (disarmed; already posted, i.e. a LEVEL
+ * line still asserted or a decrementer still pending; LEVEL disabled or
+ * masked). fire_one(), arm(), set_ctl(), the service's programming and
+ * vsched__vcpu_earliest() (the block engine's sleep) all use this one
+ * function, so nobody waits for or programs a deadline that cannot fire.
+ */
+static uint64_t fire_deadline(uint64_t w)
 {
-	uint64_t d = deadline_of(w);
-	if (!d)
-		return false;
-	if (t->semantics == VSCHED_TIMER_LEVEL) {
-		uint32_t c = atomic_load_explicit(&t->ctl, memory_order_relaxed);
-		if (!(c & CTL_ENABLE) || (c & CTL_MASK))
-			return false;
-	}
-	return d <= now;
+	if (w & (EXPIRED | OFF))
+		return NONE;
+	return deadline_of(w) ? deadline_of(w) : NONE;
+}
+
+static bool can_fire(uint64_t w, uint64_t now)
+{
+	uint64_t d = fire_deadline(w);
+	return d != NONE && d <= now;
+}
+
+/* The output line (LEVEL): armed, gate open, deadline reached. */
+static bool line_high(uint64_t w, uint64_t now)
+{
+	return deadline_of(w) && !(w & OFF) && deadline_of(w) <= now;
 }
 
 static uint64_t now_of(const struct vsched_timer *t)
@@ -83,7 +111,7 @@ static void post_expiry(struct vsched_timer *t)
 static int fire_one(struct vsched_timer *t, uint64_t now)
 {
 	uint64_t w = atomic_load_explicit(&t->word, memory_order_acquire);
-	while (!(w & EXPIRED) && asserted(t, w, now)) {
+	while (can_fire(w, now)) {
 		if (atomic_compare_exchange_weak_explicit(&t->word, &w, w | EXPIRED,
 							  memory_order_seq_cst,
 							  memory_order_acquire)) {
@@ -148,7 +176,6 @@ int vsched_timer_create(struct vsched_vcpu *v, const struct vsched_timer_desc *d
 	t->est_read = d->read_cost_ns ? d->read_cost_ns : 1000;
 	t->est_spur = d->spurious_cost_ns ? d->spurious_cost_ns : 10000;
 	t->reading = true; /* ADAPTIVE starts by reading: that measures */
-	atomic_init(&t->ctl, CTL_ENABLE);
 	atomic_store(&t->st.reading, 1);
 	/* Publish: the vCPU's list, then the VM's list for the service. */
 	v->timers[v->ntimers] = t;
@@ -163,40 +190,95 @@ out:
 	return rc;
 }
 
+/* vCPU destroy (vm->lock held): take its timers off the VM's list, so that
+ * the service never walks them again and hotplug does not grow the list.
+ * A dispatch standing on one of them still finds its vm_next; the memory
+ * goes with the vCPU's (vsched__timers_fini()). */
+void vsched__timers_unlink(struct vsched_vcpu *v)
+{
+	struct vsched_timer *_Atomic *pp = &v->vm->timers;
+	struct vsched_timer *t;
+
+	while ((t = atomic_load_explicit(pp, memory_order_relaxed))) {
+		if (t->vcpu == v)
+			atomic_store_explicit(pp, atomic_load(&t->vm_next),
+					      memory_order_release);
+		else
+			pp = &t->vm_next;
+	}
+}
+
+/* Free a vCPU's timers, when the vCPU itself is freed. */
+void vsched__timers_fini(struct vsched_vcpu *v)
+{
+	for (unsigned i = 0; i < v->ntimers; i++)
+		vsched__free(&v->vm->alloc, v->timers[i], sizeof(*v->timers[i]));
+	v->ntimers = 0;
+	atomic_store(&v->ntimers_pub, 0);
+}
+
+static void service_free(struct vsched_timer_service *s);
+
+/* VM destroy: the service still attached goes with it; then the list. */
 void vsched__timers_free(struct vsched_vm *vm)
 {
-	struct vsched_timer *t = atomic_load(&vm->timers), *n;
-	for (; t; t = n) {
-		n = atomic_load(&t->vm_next);
-		vsched__free(&vm->alloc, t, sizeof(*t));
-	}
+	struct vsched_timer_service *s = atomic_exchange(&vm->tsvc, NULL);
+	if (s)
+		service_free(s);
 	atomic_store(&vm->timers, NULL);
+}
+
+static void note_and_wake(struct vsched_timer *t, uint64_t d)
+{
+	service_note(t->vcpu->vm, d);
+	wake_if_blocked(t->vcpu);
 }
 
 int vsched_timer_arm(struct vsched_timer *t, uint64_t d)
 {
 	struct vsched_vcpu *v;
-	uint64_t old, now;
+	uint64_t old, n, now, before = 0, e;
+	bool level, still_high = false;
 
-	if (!t || d > (UINT64_MAX >> 1))
+	if (!t || d > VSCHED_TIMER_DEADLINE_MAX)
 		return VSCHED_EINVAL;
 	v = t->vcpu;
 	if (vsched__mode_of(atomic_load_explicit(&v->mode, memory_order_relaxed)) ==
 	    VSCHED_MODE_DESTROYED)
 		return VSCHED_ESHUTDOWN;
-	old = atomic_exchange_explicit(&t->word, d << 1, memory_order_seq_cst);
+	level = t->semantics == VSCHED_TIMER_LEVEL;
+	if (level)
+		before = now_of(t);
+	old = atomic_load_explicit(&t->word, memory_order_relaxed);
+	do {
+		n = (d << SHIFT) | (old & OFF);
+		/* LEVEL: a new deadline that keeps the line high (or raises
+		 * it: the edge is the arm's) is one high period, latched here
+		 * and posted at most once, below. */
+		still_high = level && line_high(n, before);
+		if (still_high)
+			n |= EXPIRED;
+	} while (!atomic_compare_exchange_weak_explicit(&t->word, &old, n,
+						       memory_order_seq_cst,
+						       memory_order_relaxed));
 	now = now_of(t);
+	if (still_high) {
+		/* Posted already in this high period, or post it now (the
+		 * old deadline's unposted edge, or the arm's own). */
+		if (!(old & EXPIRED))
+			post_expiry(t);
+		return 0;
+	}
 	/* The deadline we replaced had passed and was not posted: that
 	 * expiry was real, post it (the fire's CAS now fails). */
-	if (!(old & EXPIRED) && asserted(t, old, now))
+	if (can_fire(old, now))
 		post_expiry(t);
-	if (d) {
-		if (d <= now)
+	e = fire_deadline(n);
+	if (e != NONE) {
+		if (e <= now)
 			fire_one(t, now);
-		else {
-			service_note(v->vm, d);
-			wake_if_blocked(v);
-		}
+		else
+			note_and_wake(t, e);
 	}
 	return 0;
 }
@@ -208,18 +290,35 @@ int vsched_timer_disarm(struct vsched_timer *t)
 
 int vsched_timer_set_ctl(struct vsched_timer *t, bool enable, bool mask)
 {
-	uint64_t w;
+	uint64_t w, n, now, e;
+	bool open = enable && !mask, post;
 
 	if (!t || t->semantics != VSCHED_TIMER_LEVEL)
 		return VSCHED_EINVAL;
-	atomic_store_explicit(&t->ctl, (enable ? CTL_ENABLE : 0) | (mask ? CTL_MASK : 0),
-			      memory_order_seq_cst);
-	w = atomic_load(&t->word);
-	if (enable && !mask && deadline_of(w)) {
-		fire_one(t, now_of(t));
-		service_note(t->vcpu->vm, deadline_of(w));
-		wake_if_blocked(t->vcpu);
-	}
+	now = now_of(t);
+	w = atomic_load_explicit(&t->word, memory_order_relaxed);
+	do {
+		post = false;
+		if (!open) {
+			/* The line falls (or stays low): unlatch, so that the
+			 * next rising edge posts. */
+			n = (w | OFF) & ~EXPIRED;
+		} else {
+			n = w & ~OFF;
+			/* Rising edge through enable/unmask, or a due
+			 * expiry nobody has fired yet: post it, once. */
+			if (can_fire(n, now)) {
+				n |= EXPIRED;
+				post = true;
+			}
+		}
+	} while (!atomic_compare_exchange_weak_explicit(&t->word, &w, n,
+						       memory_order_seq_cst,
+						       memory_order_relaxed));
+	if (post)
+		post_expiry(t);
+	else if ((e = fire_deadline(n)) != NONE)
+		note_and_wake(t, e); /* opened with a future deadline */
 	return 0;
 }
 
@@ -259,17 +358,10 @@ uint64_t vsched__vcpu_earliest(const struct vsched_vcpu *v)
 	uint64_t best = UINT64_MAX;
 
 	for (unsigned i = 0; i < n; i++) {
-		const struct vsched_timer *t = v->timers[i];
-		uint64_t w = atomic_load_explicit(&t->word, memory_order_relaxed);
-		if (!deadline_of(w) || (w & EXPIRED))
-			continue;
-		if (t->semantics == VSCHED_TIMER_LEVEL) {
-			uint32_t c = atomic_load_explicit(&t->ctl, memory_order_relaxed);
-			if (!(c & CTL_ENABLE) || (c & CTL_MASK))
-				continue;
-		}
-		if (deadline_of(w) < best)
-			best = deadline_of(w);
+		uint64_t e = fire_deadline(
+			atomic_load_explicit(&v->timers[i]->word, memory_order_relaxed));
+		if (e < best)
+			best = e;
 	}
 	return best;
 }
@@ -346,7 +438,7 @@ bool vsched__timer_filter(struct vsched_vcpu *v, unsigned r)
 	/* Stale in vsched's own view: re-armed or disarmed since the post, or
 	 * (level) no longer asserted. */
 	stale = !(w & EXPIRED) ||
-		(t->semantics == VSCHED_TIMER_LEVEL && !asserted(t, w, now));
+		(t->semantics == VSCHED_TIMER_LEVEL && !line_high(w, now));
 	if (t->cancel == VSCHED_CANCEL_KEEP) {
 		if (stale)
 			vsched__count(&t->st.stale_delivered);
@@ -379,16 +471,21 @@ bool vsched__timer_filter(struct vsched_vcpu *v, unsigned r)
 		adapt(t);
 		goto deliver;
 	}
+	/* A deadline past vsched's range is in the far future: clamp it
+	 * (stale, and it does not wrap into the past in the word). */
+	if (d > VSCHED_TIMER_DEADLINE_MAX)
+		d = VSCHED_TIMER_DEADLINE_MAX;
 	stale = d == 0 || d > t1;
 	observe(t, stale);
 	if (t->cancel == VSCHED_CANCEL_ADAPTIVE)
 		adapt(t);
 	if (stale) {
-		/* Bring vsched's view in line with the guest's. */
-		uint64_t expect = w;
-		atomic_compare_exchange_strong(&t->word, &expect, d << 1);
-		if (d)
-			service_note(v->vm, d);
+		/* Bring vsched's view in line with the guest's (the line
+		 * falls: unlatched). A concurrent arm or set_ctl wins. */
+		uint64_t expect = w, n = (d << SHIFT) | (w & OFF);
+		if (atomic_compare_exchange_strong(&t->word, &expect, n) &&
+		    fire_deadline(n) != NONE)
+			service_note(v->vm, fire_deadline(n));
 		vsched__count(&t->st.stale_cancelled);
 		VSCHED__TRACE2(timer_cancel, v->id, t->kind);
 		return false;
@@ -448,12 +545,20 @@ static void lower_next(struct vsched_timer_service *s, uint64_t d)
 		}
 }
 
+/* An arm (any thread) reaches the service under RCU: the service's destroy
+ * unpublishes it and waits for a grace period before closing its fds and
+ * freeing it, so an arm never programs a closed (or reused) fd. */
 static void service_note(struct vsched_vm *vm, uint64_t d)
 {
-	struct vsched_timer_service *s =
-		atomic_load_explicit(&vm->tsvc, memory_order_acquire);
-	if (s)
+	struct vsched_timer_service *s;
+
+	urcu_bp_read_lock();
+	s = atomic_load_explicit(&vm->tsvc, memory_order_acquire);
+	if (s) {
 		lower_next(s, d);
+		VSCHED__TSAN_RELEASE(s);
+	}
+	urcu_bp_read_unlock();
 }
 
 int vsched_timer_service_create(struct vsched_vm *vm, struct vsched_timer_service **out)
@@ -518,15 +623,18 @@ int vsched_timer_service_dispatch(struct vsched_timer_service *s)
 	atomic_store(&s->next, UINT64_MAX);
 	now = s->vm->ops.now_ns(s->vm->ops.ctx);
 	for (struct vsched_timer *t = atomic_load_explicit(&s->vm->timers, memory_order_acquire);
-	     t; t = atomic_load_explicit(&t->vm_next, memory_order_relaxed)) {
-		uint64_t w;
+	     t; t = atomic_load_explicit(&t->vm_next, memory_order_acquire)) {
+		uint64_t e;
 		if (vsched__mode_of(atomic_load_explicit(&t->vcpu->mode, memory_order_relaxed)) ==
 		    VSCHED_MODE_DESTROYED)
 			continue;
 		fired += fire_one(t, now);
-		w = atomic_load(&t->word);
-		if (deadline_of(w) && !(w & EXPIRED) && deadline_of(w) < m)
-			m = deadline_of(w);
+		/* Only what can still fire: a disabled or masked LEVEL timer
+		 * with an old deadline, or a latched one, is not programmed
+		 * (it would keep the fd readable: a busy loop). */
+		e = fire_deadline(atomic_load(&t->word));
+		if (e < m)
+			m = e;
 	}
 	if (m != UINT64_MAX)
 		lower_next(s, m);
@@ -559,16 +667,25 @@ int vsched_timer_service_stop(struct vsched_timer_service *s)
 	return 0;
 }
 
+/* Unpublished already: wait out every arm that may still hold it. */
+static void service_free(struct vsched_timer_service *s)
+{
+	urcu_bp_synchronize_rcu();
+	VSCHED__TSAN_ACQUIRE(s);
+	close(s->epfd);
+	close(s->stopfd);
+	close(s->tfd);
+	vsched__free(&s->vm->alloc, s, sizeof(*s));
+}
+
 int vsched_timer_service_destroy(struct vsched_timer_service *s)
 {
 	struct vsched_timer_service *self;
 	if (!s)
 		return VSCHED_EINVAL;
 	self = s;
-	atomic_compare_exchange_strong(&s->vm->tsvc, &self, NULL);
-	close(s->epfd);
-	close(s->stopfd);
-	close(s->tfd);
-	vsched__free(&s->vm->alloc, s, sizeof(*s));
+	if (!atomic_compare_exchange_strong(&s->vm->tsvc, &self, NULL))
+		return VSCHED_EINVAL; /* not this VM's service */
+	service_free(s);
 	return 0;
 }

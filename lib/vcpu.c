@@ -88,6 +88,7 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 	 * just before may still queue a payload: vsched_vm_destroy() drains
 	 * those. */
 	vsched__mode_leave(v, VSCHED_MODE_DESTROYED);
+	vsched__timers_unlink(v);
 	self = v;
 	atomic_compare_exchange_strong(&vm->vcpus[v->id], &self, NULL);
 	v->next_dead = vm->graveyard;

@@ -20,6 +20,7 @@ static void free_vcpu(struct vsched_vm *vm, struct vsched_vcpu *v)
 	vsched__sleeper_retire(&v->sl);
 	vsched__sleeper_fini(&v->sl);
 	vsched__drain_payloads(v);
+	vsched__timers_fini(v);
 	vsched__free(&vm->alloc, v, v->alloc_size);
 }
 
@@ -100,6 +101,9 @@ int vsched_vm_destroy(struct vsched_vm *vm)
 
 	if (!vm)
 		return VSCHED_EINVAL;
+	/* The timer service first (it walks the vCPUs' timers): a service
+	 * still attached is destroyed with its VM. */
+	vsched__timers_free(vm);
 	for (unsigned i = 0; i < vm->max_vcpus; i++) {
 		struct vsched_vcpu *v = atomic_load(&vm->vcpus[i]);
 		if (v)
@@ -110,7 +114,6 @@ int vsched_vm_destroy(struct vsched_vm *vm)
 		vm->graveyard = v->next_dead;
 		free_vcpu(vm, v);
 	}
-	vsched__timers_free(vm);
 	vsched__poll_release(vm);
 	pthread_mutex_destroy(&vm->lock);
 	alloc = vm->alloc;

@@ -39,6 +39,14 @@ struct vsched_vcpu;
 struct vsched_timer;
 struct vsched_timer_service;
 
+/**
+ * The latest deadline a timer holds (2^62 - 1 ns, about 146 years).
+ * vsched_timer_arm() rejects later ones with VSCHED_EINVAL (clamp a guest's
+ * far-future compare value to this: it never fires); a later deadline
+ * returned by the host's timer_read is clamped to it.
+ */
+#define VSCHED_TIMER_DEADLINE_MAX (UINT64_MAX >> 2)
+
 /** How a timer's expiry behaves (the arch profiles use these). */
 enum vsched_timer_semantics {
 	/**
@@ -48,10 +56,15 @@ enum vsched_timer_semantics {
 	 */
 	VSCHED_TIMER_ONESHOT = 0,
 	/**
-	 * arm64 generic timer (CNTV/CNTP): level. The interrupt is asserted
-	 * while the timer is enabled, unmasked and CVAL <= counter; vsched
-	 * posts it when it becomes asserted, and a pending one is stale once
-	 * it no longer is (CVAL moved into the future, disabled or masked).
+	 * arm64 generic timer (CNTV/CNTP): level. The output line is
+	 * enabled && !masked && CVAL <= counter. vsched posts on each rising
+	 * edge of the line, whatever raised it: time reaching CVAL, an arm
+	 * into the past, vsched_timer_set_ctl() enabling or unmasking. While
+	 * the line stays high nothing more is posted; once it falls
+	 * (disable, mask, CVAL moved into the future) a pending post is
+	 * stale and the next rising edge posts again. A disabled or masked
+	 * timer with an old CVAL (an idle guest) costs nothing: neither the
+	 * service nor a blocked vCPU waits for it.
 	 */
 	VSCHED_TIMER_LEVEL = 1,
 	/**
@@ -137,8 +150,10 @@ VSCHED_API int vsched_timer_create(struct vsched_vcpu *vcpu,
  * TSC-deadline semantics). A deadline at or before now expires at once. If
  * the previous deadline had already passed without being posted, that
  * expiry is posted now (it was real). Re-arming into the future makes a
- * posted, undelivered expiry stale.
- * @return 0, VSCHED_EINVAL or VSCHED_ESHUTDOWN. Context: any thread.
+ * posted, undelivered expiry stale. LEVEL: moving CVAL while the line stays
+ * high posts nothing new (no edge).
+ * @return 0, VSCHED_EINVAL (NULL, deadline > VSCHED_TIMER_DEADLINE_MAX) or
+ * VSCHED_ESHUTDOWN. Context: any thread.
  * Pairs with the fire's CAS: exactly one of them posts an expiry.
  */
 VSCHED_API int vsched_timer_arm(struct vsched_timer *t, uint64_t deadline_ns);
@@ -148,14 +163,18 @@ VSCHED_API int vsched_timer_disarm(struct vsched_timer *t);
 
 /**
  * LEVEL timers: set the control bits (arm64 CNTx_CTL ENABLE and IMASK).
- * Enabling or unmasking an expired timer posts it.
+ * Enabling or unmasking a timer whose CVAL has passed raises the line and
+ * posts it (also after an earlier expiry was delivered or dropped as
+ * stale, as long as the line fell in between); disabling or masking drops
+ * the line, which makes a pending post stale.
  * @return 0, VSCHED_EINVAL (NULL, not LEVEL). Any thread.
  */
 VSCHED_API int vsched_timer_set_ctl(struct vsched_timer *t, bool enable,
 				    bool mask);
 
 /**
- * Current deadline (0: disarmed) and whether an expiry is latched.
+ * Current deadline (0: disarmed) and whether an expiry is latched (posted
+ * and not yet consumed; LEVEL: posted and the line still high).
  * @return 0 or VSCHED_EINVAL. Any thread.
  */
 VSCHED_API int vsched_timer_get(const struct vsched_timer *t,
@@ -181,7 +200,9 @@ VSCHED_API int vsched_timer_read_stats(const struct vsched_timer *t,
 VSCHED_API int vsched_vcpu_fire_timers(struct vsched_vcpu *vcpu);
 
 /**
- * Earliest armed deadline of the vCPU's timers (UINT64_MAX: none).
+ * Earliest deadline at which one of the vCPU's timers can post (UINT64_MAX:
+ * none). Latched timers and disabled or masked LEVEL timers cannot, so they
+ * do not count; the timer service programs its fd by the same rule.
  * @return 0 or VSCHED_EINVAL. Any thread.
  */
 VSCHED_API int vsched_vcpu_next_timer(const struct vsched_vcpu *vcpu,
@@ -194,6 +215,14 @@ VSCHED_API int vsched_vcpu_next_timer(const struct vsched_vcpu *vcpu,
  * the VM's timers. Use it either as a thread of your own
  * (vsched_timer_service_run()) or by adding vsched_timer_service_fd() to
  * your event loop and calling vsched_timer_service_dispatch() when readable.
+ *
+ * Lifetime: the service belongs to its VM. vsched_timer_service_destroy()
+ * ends it early (arms racing with the destroy are safe: they reach the
+ * service under RCU and the destroy waits for them); otherwise
+ * vsched_vm_destroy() destroys it. Either way, first stop run() and join
+ * its thread, or stop calling dispatch(). After vsched_vm_destroy() the
+ * service pointer is gone like every object of the VM: do not pass it to
+ * any call, vsched_timer_service_destroy() included.
  * @return 0, VSCHED_EINVAL, VSCHED_EEXIST (one per VM) or a negative errno.
  * Context: setup.
  */
@@ -210,7 +239,12 @@ VSCHED_API int vsched_timer_service_dispatch(struct vsched_timer_service *s);
 VSCHED_API int vsched_timer_service_run(struct vsched_timer_service *s);
 /** Make run() return. Any thread. @return 0 or VSCHED_EINVAL. */
 VSCHED_API int vsched_timer_service_stop(struct vsched_timer_service *s);
-/** Destroy (after run() returned). @return 0 or VSCHED_EINVAL. */
+/**
+ * Destroy (after run() returned; before vsched_vm_destroy(), which
+ * otherwise does it). Waits for an RCU grace period.
+ * @return 0 or VSCHED_EINVAL. Context: not from an arm's caller holding an
+ * RCU read lock of liburcu-bp.
+ */
 VSCHED_API int vsched_timer_service_destroy(struct vsched_timer_service *s);
 
 #ifdef __cplusplus

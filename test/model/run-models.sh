@@ -22,6 +22,8 @@ wait.pml NO_GEN fail
 timer.pml - pass
 timer.pml REARM_LOAD_STORE fail
 timer.pml FIRE_NO_CAS fail
+timer.pml LEVEL_LATCH fail
+timer.pml CTL_SPLIT fail
 kvm.pml - pass
 kvm.pml CLEAR_LATE fail
 kvm.pml SIGNAL_ONLY fail

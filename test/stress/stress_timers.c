@@ -8,6 +8,13 @@
  * re-arm's exchange, whichever wins the race), an epoch not due never, so
  * vsched's count of posted expiries must equal the number of due epochs.
  *
+ * Then, on the real clock: a thread re-arms timers (each arm lowers the
+ * service's deadline, so it reaches the service) while another creates and
+ * destroys the VM's timer service, and vCPUs with armed timers are created
+ * and destroyed (hotplug) while the service dispatches. Under ASan this
+ * catches an arm that reaches a service being freed and a dispatch that
+ * walks a destroyed vCPU's timers; a timer of a live vCPU must still fire.
+ *
  * usage: stress_timers [seconds]
  */
 #include <pthread.h>
@@ -47,6 +54,95 @@ static void *firer(void *arg)
 			atomic_fetch_add(&by_service, (uint64_t)n);
 	}
 	return NULL;
+}
+
+/* --- phase 2: service and vCPU lifetimes against arms --- */
+
+static struct vsched_vm *vm2;
+static struct vsched_timer *t2;
+static atomic_int stop2;
+
+static void *rearmer(void *arg)
+{
+	uint64_t far = mono() + 3600ull * 1000000000ull;
+	(void)arg;
+	/* Ever earlier deadlines: each one lowers the service's minimum and
+	 * programs its timerfd. */
+	while (!atomic_load(&stop2))
+		vsched_timer_arm(t2, far--);
+	return NULL;
+}
+
+static void *svc_runner(void *arg)
+{
+	vsched_timer_service_run(arg);
+	return NULL;
+}
+
+static int lifetimes(double seconds)
+{
+	struct vsched_request_desc d = { .name = "timer" };
+	struct vsched_timer_desc td = { .size = sizeof(td), .kind = 0,
+					.semantics = VSCHED_TIMER_LEVEL };
+	struct vsched_vcpu *v0;
+	struct vsched_timer_service *svc;
+	pthread_t th, st;
+	uint64_t cycles = 0, hotplugs = 0, end;
+
+	if (vsched_vm_create(NULL, &vm2) || vsched_request_declare(vm2, 0, &d) ||
+	    vsched_request_finalize(vm2, 0) || vsched_vcpu_create(vm2, 0, NULL, &v0) ||
+	    vsched_timer_create(v0, &td, &t2))
+		return 2;
+	pthread_create(&th, NULL, rearmer, NULL);
+	end = mono() + (uint64_t)(seconds * 1e9);
+	while (mono() < end) {
+		if (vsched_timer_service_create(vm2, &svc))
+			return 2;
+		if (vsched_timer_service_destroy(svc))
+			return 2;
+		cycles++;
+	}
+	atomic_store(&stop2, 1);
+	pthread_join(th, NULL);
+
+	/* Hotplug while the service runs: every destroyed vCPU had a timer
+	 * armed in the past, masked (never fires) or due now. */
+	if (vsched_timer_service_create(vm2, &svc))
+		return 2;
+	pthread_create(&st, NULL, svc_runner, svc);
+	end = mono() + (uint64_t)(seconds * 1e9);
+	while (mono() < end) {
+		struct vsched_vcpu *v;
+		struct vsched_timer *t;
+		if (vsched_vcpu_create(vm2, 1, NULL, &v) || vsched_timer_create(v, &td, &t))
+			return 2;
+		vsched_timer_set_ctl(t, true, hotplugs & 1);
+		vsched_timer_arm(t, mono() + (hotplugs % 3) * 1000);
+		if (vsched_vcpu_destroy(v))
+			return 2;
+		hotplugs++;
+	}
+	/* The live vCPU's timer still fires through the service. */
+	vsched_timer_set_ctl(t2, true, false);
+	struct vsched_timer_stats ts0, ts1;
+	vsched_timer_read_stats(t2, &ts0);
+	vsched_timer_arm(t2, mono() + 1000000);
+	end = mono() + 10ull * 1000000000ull;
+	do {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+		vsched_timer_read_stats(t2, &ts1);
+	} while (ts1.fired == ts0.fired && mono() < end);
+	int ok = ts1.fired > ts0.fired;
+	vsched_timer_service_stop(svc);
+	pthread_join(st, NULL);
+	printf("service create/destroy cycles under arms %llu, hotplugged vCPUs %llu\n",
+	       (unsigned long long)cycles, (unsigned long long)hotplugs);
+	if (!ok)
+		fprintf(stderr, "FAIL: a live vCPU's timer did not fire after hotplug\n");
+	/* The VM destroys the service still attached to it. */
+	vsched_vm_destroy(vm2);
+	return ok ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -116,6 +212,8 @@ int main(int argc, char **argv)
 		bad = 1;
 	}
 	vsched_vm_destroy(vm);
+	if (!bad)
+		bad = lifetimes(seconds / 2);
 	printf("%s\n", bad ? "FAILED" : "OK");
 	return bad;
 }
