@@ -294,8 +294,10 @@ static int engine(struct target *t, uint64_t deadline,
 	waited = true;
 	for (;;) {
 		eff = effective(t, deadline);
-		int r = s->epfd >= 0 ? sleep_epoll(t, blocked, eff, res)
-				     : sleep_futex(t, blocked, eff);
+		/* The same flag the wakers read (vsched__wake_sleeper()). */
+		int r = atomic_load_explicit(&s->use_evfd, memory_order_relaxed)
+				? sleep_epoll(t, blocked, eff, res)
+				: sleep_futex(t, blocked, eff);
 		if (r == VSCHED_WAKE_DEADLINE && eff < deadline) {
 			/* A guest timer's deadline, not the caller's. */
 			reason = timer_due(t);
@@ -461,48 +463,67 @@ static int ctl(int epfd, int op, int fd, uint32_t events, uint64_t slot)
 	return epoll_ctl(epfd, op, fd, &ev) ? -errno : 0;
 }
 
+/*
+ * One flag, use_evfd, selects both halves of the wakeup: the sleeper sleeps
+ * in epoll_pwait iff it is set (engine()), and a waker writes the eventfd
+ * iff it is set (vsched__wake_sleeper()). It is set only once the epoll set
+ * holds the eventfd, the timerfd and the caller's fd; a first call that
+ * fails anywhere closes what it created and leaves the flag clear, so the
+ * sleeper stays on the futex that wakers use. No waker can hold the
+ * unpublished eventfd: it reads s->evfd only after seeing the flag.
+ * Context: the owner thread, which is not asleep, so no sleep is switching
+ * mechanism under us.
+ */
 int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 			   uint64_t tag)
 {
+	const bool first = !atomic_load_explicit(&s->use_evfd, memory_order_relaxed);
 	int rc;
 
 	if (fd < 0 || !events || (events & EPOLLET))
 		return VSCHED_EINVAL;
-	if (s->epfd < 0) {
+	if (first) {
 		s->epfd = epoll_create1(EPOLL_CLOEXEC);
 		s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-		if (s->epfd < 0 || s->evfd < 0 || s->tfd < 0 ||
-		    ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, EPOLLIN, SLOT_EVFD) ||
-		    ctl(s->epfd, EPOLL_CTL_ADD, s->tfd, EPOLLIN, SLOT_TFD)) {
+		if (s->epfd < 0 || s->evfd < 0 || s->tfd < 0) {
 			rc = -errno;
-			vsched__sleeper_fini(s);
-			return rc ? rc : VSCHED_ENOMEM;
+			goto undo;
 		}
+		if ((rc = ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, EPOLLIN, SLOT_EVFD)) ||
+		    (rc = ctl(s->epfd, EPOLL_CTL_ADD, s->tfd, EPOLLIN, SLOT_TFD)))
+			goto undo;
 	}
 	/* epoll hands back a slot number (the engine's own fds use 0 and
 	 * 1); the user's tag is kept in the slot. */
 	unsigned i = 0;
 	while (i < MAX_USER_FDS && s->fd_of[i] >= 0)
 		i++;
-	if (i == MAX_USER_FDS)
-		return VSCHED_ENOSPC;
+	if (i == MAX_USER_FDS) {
+		rc = VSCHED_ENOSPC;
+		goto undo;
+	}
 	rc = ctl(s->epfd, EPOLL_CTL_ADD, fd, events, SLOT_USER + i);
 	if (rc == -EEXIST)
-		return VSCHED_EEXIST;
+		rc = VSCHED_EEXIST;
 	if (rc)
-		return rc;
+		goto undo;
 	s->fd_of[i] = fd;
 	s->tag_of[i] = tag;
 	s->nfds++;
-	atomic_store_explicit(&s->use_evfd, true, memory_order_seq_cst);
+	/* Release: a waker that sees the flag sees s->evfd. */
+	atomic_store_explicit(&s->use_evfd, true, memory_order_release);
 	return 0;
+undo:
+	if (first)
+		vsched__sleeper_fini(s); /* never published: nobody holds them */
+	return rc ? rc : VSCHED_ENOMEM;
 }
 
 int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd)
 {
 	int rc;
-	if (s->epfd < 0 || fd < 0)
+	if (!atomic_load_explicit(&s->use_evfd, memory_order_relaxed) || fd < 0)
 		return VSCHED_EINVAL;
 	rc = ctl(s->epfd, EPOLL_CTL_DEL, fd, 0, 0);
 	if (rc)
@@ -511,7 +532,7 @@ int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd)
 		if (s->fd_of[i] == fd)
 			s->fd_of[i] = -1;
 	s->nfds--;
-	return 0;
+	return 0; /* the sleeper stays on epoll, the flag stays set */
 }
 
 int vsched_vcpu_fd_add(struct vsched_vcpu *v, int fd, uint32_t events,

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <sys/epoll.h>
@@ -549,6 +550,109 @@ static void test_seccomp_allow_list(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+
+/* --- issue 14 (1): a failed first fd_add must not strand the sleeper ---
+ * The first fd_add builds the epoll set; if the user's fd is then refused
+ * (closed fd, regular file), the vCPU must still be woken by a post, not
+ * only by its deadline. */
+
+struct post_blocked {
+	struct vsched_vcpu *v;
+	struct vsched_waiter *w;
+	atomic_int *flag;
+	int kicked;
+};
+
+static void *post_once_blocked(void *arg)
+{
+	struct post_blocked *a = arg;
+	for (int i = 0; i < 20000 && vsched_vcpu_mode(a->v) != VSCHED_MODE_BLOCKED; i++)
+		usleep(100);
+	assert_int_equal(vsched_post(a->v, K_REQ), 0);
+	return NULL;
+}
+
+static atomic_int cond_calls, cond_flag;
+static bool counting_cond(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&cond_calls, 1);
+	return atomic_load(&cond_flag) != 0;
+}
+
+static void *kick_once_blocked(void *arg)
+{
+	struct post_blocked *a = arg;
+	/* Poll policy NONE: call 1 is the first check, call 2 the re-check
+	 * after arming "needs kick". From then on only a kick wakes it. */
+	for (int i = 0; i < 20000 && atomic_load(&cond_calls) < 2; i++)
+		usleep(100);
+	usleep(2000);
+	atomic_store(&cond_flag, 1);
+	a->kicked = vsched_waiter_kick(a->w);
+	return NULL;
+}
+
+static int refused_fd(int variant)
+{
+	if (variant == 0) {
+		int fd = eventfd(0, 0); /* a closed fd: EBADF */
+		close(fd);
+		return fd;
+	}
+	FILE *f = tmpfile(); /* a regular file: EPERM */
+	assert_non_null(f);
+	return dup(fileno(f)); /* the FILE leaks into the test's lifetime */
+}
+
+static void test_failed_first_fd_add(void **state)
+{
+	(void)state;
+	for (int variant = 0; variant < 2; variant++) {
+		struct vsched_vm *vm = make_vm(NULL, 0);
+		declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+		assert_int_equal(vsched_request_finalize(vm, 0), 0);
+		struct vsched_vcpu *v = make_vcpu(vm, 0);
+		int bad = refused_fd(variant);
+		int rc = vsched_vcpu_fd_add(v, bad, EPOLLIN, 1);
+		assert_true(rc < 0);
+
+		/* vCPU: a post must wake it long before its deadline. */
+		struct post_blocked a = { .v = v };
+		pthread_t t;
+		uint64_t dl = mono_ns() + 5000000000ull;
+		pthread_create(&t, NULL, post_once_blocked, &a);
+		rc = vsched_vcpu_block(v, dl);
+		uint64_t back = mono_ns();
+		pthread_join(t, NULL);
+		if (rc != VSCHED_WAKE_REQUEST || back >= dl)
+			fail_msg("vCPU, fd_add refused (%d): block returned %d, %s its deadline",
+				 variant, rc, back >= dl ? "at" : "before");
+		assert_int_equal(vsched_service(v), 1);
+
+		/* Generic waiter: the same with a kick. */
+		struct vsched_waiter *w;
+		assert_int_equal(vsched_waiter_create(vm, counting_cond, NULL, &w), 0);
+		assert_true(vsched_waiter_fd_add(w, bad, EPOLLIN, 1) < 0);
+		atomic_store(&cond_calls, 0);
+		atomic_store(&cond_flag, 0);
+		struct post_blocked k = { .w = w };
+		dl = mono_ns() + 5000000000ull;
+		pthread_create(&t, NULL, kick_once_blocked, &k);
+		rc = vsched_waiter_wait(w, dl, NULL);
+		back = mono_ns();
+		pthread_join(t, NULL);
+		assert_int_equal(k.kicked, 1);
+		if (rc != VSCHED_WAKE_REQUEST || back >= dl)
+			fail_msg("waiter, fd_add refused (%d): wait returned %d, %s its deadline",
+				 variant, rc, back >= dl ? "at" : "before");
+		vsched_waiter_destroy(w);
+		vsched_vm_destroy(vm);
+		if (variant == 1)
+			close(bad);
+	}
+}
+
 static void test_block_bad_input(void **state)
 {
 	struct vsched_block_result small = { .size = 4 };
@@ -585,6 +689,7 @@ int main(void)
 		cmocka_unit_test(test_generic_waiter),
 		cmocka_unit_test(test_seccomp_allow_list),
 		cmocka_unit_test(test_block_bad_input),
+		cmocka_unit_test(test_failed_first_fd_add),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
