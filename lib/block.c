@@ -12,6 +12,8 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <urcu/urcu-bp.h>
+
 #include "internal.h"
 
 #define SLOT_EVFD 0
@@ -90,14 +92,41 @@ static void hist(_Atomic uint64_t *h, uint64_t ns)
 	vsched__count(&h[b < VSCHED_HIST_BUCKETS ? b : VSCHED_HIST_BUCKETS - 1]);
 }
 
+/*
+ * Called by the poster that won BLOCKED -> OUTSIDE_GUEST. The mechanism is
+ * the one the sleeper sleeps on: both read use_evfd, and only the owner
+ * thread sets it, before the BLOCKED exchange whose value our CAS read.
+ *
+ * The eventfd write runs in an RCU read-side section (liburcu-bp) that
+ * re-reads the word: vsched_vcpu_destroy() publishes DESTROYED, waits for a
+ * grace period, and only then closes the eventfd. So either this section
+ * began before the grace period (destroy waits for our write), or it sees
+ * DESTROYED and skips the write: never a write into a closed, reused fd
+ * number. The futex wake needs none of this: the word lives as long as the
+ * VM. Only this slow path (a sleeper with fds) pays for the section.
+ */
 void vsched__wake_sleeper(struct vsched__sleeper *s)
 {
-	if (atomic_load_explicit(&s->use_evfd, memory_order_relaxed)) {
+	if (atomic_load_explicit(&s->use_evfd, memory_order_acquire)) {
 		uint64_t one = 1;
-		ssize_t r = write(s->evfd, &one, sizeof(one));
-		(void)r; /* EAGAIN: the counter is saturated, still readable */
+		urcu_bp_read_lock();
+		if (vsched__mode_of(atomic_load_explicit(s->word, memory_order_relaxed)) !=
+		    VSCHED_MODE_DESTROYED) {
+			ssize_t r = write(s->evfd, &one, sizeof(one));
+			(void)r; /* EAGAIN: the counter is saturated, still readable */
+		}
+		VSCHED__TSAN_RELEASE(s); /* the grace period, for TSan */
+		urcu_bp_read_unlock();
 	} else {
 		s->vm->ops.wake((uint32_t *)s->word, s->vm->ops.ctx);
+	}
+}
+
+void vsched__sleeper_quiesce(struct vsched__sleeper *s)
+{
+	if (atomic_load_explicit(&s->use_evfd, memory_order_relaxed)) {
+		urcu_bp_synchronize_rcu();
+		VSCHED__TSAN_ACQUIRE(s);
 	}
 }
 

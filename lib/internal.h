@@ -211,6 +211,9 @@ void vsched__halt_stats(const struct vsched__sleeper *s,
 			struct vsched_halt_stats *out);
 /* Leaving the sleeper's runnable count (destroy). */
 void vsched__sleeper_retire(struct vsched__sleeper *s);
+/* After the sleeper's word says DESTROYED: wait until no waker can still be
+ * writing its eventfd (an RCU grace period), so that it can be closed. */
+void vsched__sleeper_quiesce(struct vsched__sleeper *s);
 
 /* Timers (lib/timer.c). */
 uint64_t vsched__vcpu_earliest(const struct vsched_vcpu *v);

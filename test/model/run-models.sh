@@ -25,6 +25,10 @@ timer.pml FIRE_NO_CAS fail
 kvm.pml - pass
 kvm.pml CLEAR_LATE fail
 kvm.pml SIGNAL_ONLY fail
+sleeper.pml - pass
+sleeper.pml SPLIT_MECH fail
+sleeper.pml NO_GRACE_PERIOD fail
+sleeper.pml NO_DESTROYED_CHECK fail
 PLAN
 
 while read -r model variant expect; do
