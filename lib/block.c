@@ -157,12 +157,19 @@ static int sleep_futex(struct target *t, uint32_t blocked, uint64_t deadline)
 		int rc = ops->wait((uint32_t *)s->word, blocked, deadline, ops->ctx);
 		if (atomic_load_explicit(s->word, memory_order_acquire) != blocked) {
 			fast_path_back(s);
-			return 0;
+			/* Woken, and interrupted too: the signal is reported,
+			 * even when the wake had no reason (a kick, a timer
+			 * re-arm) and the engine would sleep again. */
+			return rc == -EINTR ? VSCHED_WAKE_SIGNAL : 0;
 		}
-		if (rc == -EINTR || ops->now_ns(ops->ctx) >= deadline) {
+		if (rc == -EINTR) {
+			leave_blocked(s, blocked); /* a racing poster: still SIGNAL */
+			return VSCHED_WAKE_SIGNAL;
+		}
+		if (ops->now_ns(ops->ctx) >= deadline) {
 			if (leave_blocked(s, blocked) != blocked)
 				return 0;
-			return rc == -EINTR ? VSCHED_WAKE_SIGNAL : VSCHED_WAKE_DEADLINE;
+			return VSCHED_WAKE_DEADLINE;
 		}
 		vsched__count(&s->hs.spurious);
 	}
@@ -181,8 +188,12 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 		int n = epoll_pwait(s->epfd, ev, VSCHED_BLOCK_MAX_TAGS + 2, -1, NULL);
 
 		if (n < 0 && errno == EINTR) {
-			if (leave_blocked(s, blocked) != blocked)
-				return 0;
+			/* Reported even when a poster raced us (see
+			 * sleep_futex()). */
+			if (atomic_load_explicit(s->word, memory_order_acquire) != blocked)
+				fast_path_back(s);
+			else
+				leave_blocked(s, blocked);
 			return VSCHED_WAKE_SIGNAL;
 		}
 		for (int i = 0; i < n; i++) {

@@ -653,6 +653,56 @@ static void test_failed_first_fd_add(void **state)
 	}
 }
 
+/* --- a signal during a wake with no reason must not be swallowed --- */
+
+enum { K_TMR = 2 };
+static struct vsched_timer *sig_timer;
+static int sig_waits;
+static bool sig_by_kick;
+
+static int wait_rearm_then_signal(struct fake_host *h, uint32_t *w,
+				  uint32_t exp, uint64_t dl)
+{
+	(void)w, (void)exp, (void)dl;
+	if (sig_waits++ == 0) {
+		/* Another thread moves the timer into the future (or kicks
+		 * with no event): the sleeper is woken with nothing to do ...
+		 * and a signal lands in the same sleep. */
+		if (sig_by_kick)
+			assert_int_equal(vsched_vcpu_kick(h->vcpu), 0);
+		else
+			assert_int_equal(vsched_timer_arm(sig_timer, h->now + 1000000000ull), 0);
+		return -EINTR;
+	}
+	/* Went back to sleep: end the test with a request. */
+	assert_int_equal(vsched_post(h->vcpu, K_REQ), 0);
+	return 0;
+}
+
+static void test_signal_with_reasonless_wake(void **state)
+{
+	(void)state;
+	for (int by_kick = 0; by_kick < 2; by_kick++) {
+		struct fake_host h = { .now = 1000, .on_wait = wait_rearm_then_signal };
+		struct vsched_host_ops ops = fake_ops(&h);
+		struct vsched_timer_desc td = { .size = sizeof(td), .kind = K_TMR };
+		struct vsched_vm *vm = make_vm(&ops, 0);
+		declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+		declare(vm, K_TMR, "tmr", 2, 0, NULL, NULL, 0);
+		assert_int_equal(vsched_request_finalize(vm, 0), 0);
+		struct vsched_vcpu *v = h.vcpu = make_vcpu(vm, 0);
+		assert_int_equal(vsched_timer_create(v, &td, &sig_timer), 0);
+		sig_waits = 0;
+		sig_by_kick = by_kick;
+		int rc = vsched_vcpu_block(v, VSCHED_DEADLINE_NONE);
+		if (rc != VSCHED_WAKE_SIGNAL)
+			fail_msg("%s + signal: block returned %d after %d waits, not SIGNAL",
+				 by_kick ? "kick" : "timer re-arm", rc, sig_waits);
+		assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_OUTSIDE_GUEST);
+		vsched_vm_destroy(vm);
+	}
+}
+
 static void test_block_bad_input(void **state)
 {
 	struct vsched_block_result small = { .size = 4 };
@@ -690,6 +740,7 @@ int main(void)
 		cmocka_unit_test(test_seccomp_allow_list),
 		cmocka_unit_test(test_block_bad_input),
 		cmocka_unit_test(test_failed_first_fd_add),
+		cmocka_unit_test(test_signal_with_reasonless_wake),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
