@@ -130,6 +130,30 @@ void vsched__sleeper_quiesce(struct vsched__sleeper *s)
 	}
 }
 
+/*
+ * A deadline in the VM's clock as an absolute CLOCK_MONOTONIC deadline, for
+ * the kernel's own timers (the default futex wait, the timerfd). With the
+ * default clock it is the same number. With an injected now_ns, the time
+ * left is measured now and converted into a CLOCK_MONOTONIC interval of the
+ * same length; callers re-check now_ns() when it expires and sleep again
+ * if the VM's clock has not reached the deadline yet.
+ */
+static uint64_t kernel_deadline(const struct vsched_host_ops *ops,
+				uint64_t deadline)
+{
+	uint64_t now, mono;
+
+	if (deadline == VSCHED_DEADLINE_NONE || ops->now_ns == vsched__clock_now)
+		return deadline;
+	now = ops->now_ns(ops->ctx);
+	mono = vsched__clock_now(NULL);
+	if (deadline <= now)
+		return mono;
+	if (deadline - now >= VSCHED_DEADLINE_NONE - mono)
+		return VSCHED_DEADLINE_NONE;
+	return mono + (deadline - now);
+}
+
 /* Leave BLOCKED ourselves (timeout, signal, fd): the slow way back, an
  * exchange (store + full barrier). Returns the old word: not `blocked`
  * means a poster raced us and already woke us. */
@@ -153,8 +177,14 @@ static int sleep_futex(struct target *t, uint32_t blocked, uint64_t deadline)
 	struct vsched__sleeper *s = t->s;
 	const struct vsched_host_ops *ops = &s->vm->ops;
 
+	/* The default futex wait sleeps on CLOCK_MONOTONIC; a custom wait
+	 * gets the deadline in the VM's clock, as vm.h documents. */
+	const bool kernel = ops->wait == vsched__futex_wait;
+
 	for (;;) {
-		int rc = ops->wait((uint32_t *)s->word, blocked, deadline, ops->ctx);
+		int rc = ops->wait((uint32_t *)s->word, blocked,
+				   kernel ? kernel_deadline(ops, deadline) : deadline,
+				   ops->ctx);
 		if (atomic_load_explicit(s->word, memory_order_acquire) != blocked) {
 			fast_path_back(s);
 			/* Woken, and interrupted too: the signal is reported,
@@ -179,9 +209,10 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 		       struct vsched_block_result *res)
 {
 	struct vsched__sleeper *s = t->s;
+	const struct vsched_host_ops *ops = &s->vm->ops;
 	struct epoll_event ev[VSCHED_BLOCK_MAX_TAGS + 2];
 
-	vsched__timerfd_at(s->tfd, deadline);
+	vsched__timerfd_at(s->tfd, kernel_deadline(ops, deadline));
 	for (;;) {
 		uint64_t drain;
 		bool timer = false;
@@ -219,12 +250,16 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 				return 0;
 			return VSCHED_WAKE_FD;
 		}
-		if (timer || s->vm->ops.now_ns(s->vm->ops.ctx) >= deadline) {
+		if (ops->now_ns(ops->ctx) >= deadline) {
 			if (leave_blocked(s, blocked) != blocked)
 				return 0;
 			return VSCHED_WAKE_DEADLINE;
 		}
-		vsched__count(&s->hs.spurious); /* a stale eventfd count */
+		/* A stale eventfd count, or the timerfd expired before an
+		 * injected clock reached the deadline: convert it again. */
+		if (timer)
+			vsched__timerfd_at(s->tfd, kernel_deadline(ops, deadline));
+		vsched__count(&s->hs.spurious);
 	}
 }
 

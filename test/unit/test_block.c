@@ -703,6 +703,80 @@ static void test_signal_with_reasonless_wake(void **state)
 	}
 }
 
+/* --- a custom now_ns with the default futex wait, or with fd sources --- */
+
+static uint64_t clock_base;
+static int64_t clock_skew;
+static uint64_t skewed_now(void *ctx)
+{
+	(void)ctx;
+	return (uint64_t)((int64_t)(mono_ns() - clock_base) + clock_skew);
+}
+
+struct clk_arg {
+	struct vsched_vcpu *v;
+	uint64_t dl;
+	int rc;
+	atomic_int done;
+};
+
+static void *block_until(void *arg)
+{
+	struct clk_arg *a = arg;
+	a->rc = vsched_vcpu_block(a->v, a->dl);
+	atomic_store(&a->done, 1);
+	return NULL;
+}
+
+static void test_custom_clock_sleeps(void **state)
+{
+	(void)state;
+	clock_base = mono_ns();
+	/* A clock 1000 s ahead of CLOCK_MONOTONIC's origin and one that
+	 * starts near zero; each on the futex and on the epoll path. */
+	const int64_t skews[2] = { 1000000000000ll, 1000 };
+	for (int i = 0; i < 4; i++) {
+		struct vsched_host_ops ops = { .now_ns = skewed_now };
+		struct clk_arg a = { 0 };
+		pthread_t t;
+		int efd = -1;
+		clock_skew = skews[i % 2];
+		struct vsched_vm *vm = make_vm(&ops, 0);
+		declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+		assert_int_equal(vsched_request_finalize(vm, 0), 0);
+		a.v = make_vcpu(vm, 0);
+		if (i >= 2) {
+			efd = eventfd(0, EFD_NONBLOCK);
+			assert_int_equal(vsched_vcpu_fd_add(a.v, efd, EPOLLIN, 1), 0);
+		}
+		a.dl = skewed_now(NULL) + 20000000; /* 20 ms in the VM's clock */
+		pthread_create(&t, NULL, block_until, &a);
+		/* Watchdog: 20 ms in the VM's clock is 20 ms of real time. */
+		for (int ms = 0; ms < 10000 && !atomic_load(&a.done); ms++)
+			usleep(1000);
+		int done = atomic_load(&a.done);
+		while (!atomic_load(&a.done)) {
+			vsched_post(a.v, K_REQ); /* release it to clean up */
+			usleep(1000);
+		}
+		pthread_join(t, NULL);
+		struct vsched_vcpu_stats s = stats_of(a.v);
+		if (!done)
+			fail_msg("clock %d (%s path): a 20 ms sleep was still asleep after 10 s",
+				 i % 2, efd >= 0 ? "epoll" : "futex");
+		assert_int_equal(a.rc, VSCHED_WAKE_DEADLINE);
+		assert_true(skewed_now(NULL) >= a.dl);
+		/* Slept, did not spin on deadlines the kernel saw as past. */
+		if (s.spurious_wakeups > 5)
+			fail_msg("clock %d (%s path): %llu spurious wakeups in one sleep",
+				 i % 2, efd >= 0 ? "epoll" : "futex",
+				 (unsigned long long)s.spurious_wakeups);
+		vsched_vm_destroy(vm);
+		if (efd >= 0)
+			close(efd);
+	}
+}
+
 static void test_block_bad_input(void **state)
 {
 	struct vsched_block_result small = { .size = 4 };
@@ -741,6 +815,7 @@ int main(void)
 		cmocka_unit_test(test_block_bad_input),
 		cmocka_unit_test(test_failed_first_fd_add),
 		cmocka_unit_test(test_signal_with_reasonless_wake),
+		cmocka_unit_test(test_custom_clock_sleeps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
