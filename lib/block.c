@@ -496,7 +496,7 @@ int vsched_vcpu_kick(struct vsched_vcpu *v)
 	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
 	if (vsched__mode_of(m) == VSCHED_MODE_DESTROYED)
 		return VSCHED_ESHUTDOWN;
-	vsched__kick_decide(v, &v->sl, &v->ps.wakeups, m, 0);
+	vsched__kick_decide(v, &v->sl, NULL, m, 0); /* counted as an event */
 	return 0;
 }
 
