@@ -3,6 +3,7 @@
  * fast path, fd wake sources, generic waiters, and the syscall allow-list
  * under a real seccomp filter. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
@@ -596,9 +597,13 @@ static void *kick_once_blocked(void *arg)
 static int refused_fd(int variant)
 {
 	if (variant == 0) {
-		int fd = eventfd(0, 0); /* a closed fd: EBADF */
+		/* A closed fd: EBADF. High, so that no descriptor the test
+		 * or the library opens meanwhile takes the number. */
+		int fd = eventfd(0, 0), hi = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+		assert_true(hi >= 900);
 		close(fd);
-		return fd;
+		close(hi);
+		return hi;
 	}
 	FILE *f = tmpfile(); /* a regular file: EPERM */
 	assert_non_null(f);
