@@ -12,6 +12,8 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <urcu/urcu-bp.h>
+
 #include "internal.h"
 
 #define SLOT_EVFD 0
@@ -90,15 +92,66 @@ static void hist(_Atomic uint64_t *h, uint64_t ns)
 	vsched__count(&h[b < VSCHED_HIST_BUCKETS ? b : VSCHED_HIST_BUCKETS - 1]);
 }
 
+/*
+ * Called by the poster that won BLOCKED -> OUTSIDE_GUEST. The mechanism is
+ * the one the sleeper sleeps on: both read use_evfd, and only the owner
+ * thread sets it, before the BLOCKED exchange whose value our CAS read.
+ *
+ * The eventfd write runs in an RCU read-side section (liburcu-bp) that
+ * re-reads the word: vsched_vcpu_destroy() publishes DESTROYED, waits for a
+ * grace period, and only then closes the eventfd. So either this section
+ * began before the grace period (destroy waits for our write), or it sees
+ * DESTROYED and skips the write: never a write into a closed, reused fd
+ * number. The futex wake needs none of this: the word lives as long as the
+ * VM. Only this slow path (a sleeper with fds) pays for the section.
+ */
 void vsched__wake_sleeper(struct vsched__sleeper *s)
 {
-	if (atomic_load_explicit(&s->use_evfd, memory_order_relaxed)) {
+	if (atomic_load_explicit(&s->use_evfd, memory_order_acquire)) {
 		uint64_t one = 1;
-		ssize_t r = write(s->evfd, &one, sizeof(one));
-		(void)r; /* EAGAIN: the counter is saturated, still readable */
+		urcu_bp_read_lock();
+		if (vsched__mode_of(atomic_load_explicit(s->word, memory_order_relaxed)) !=
+		    VSCHED_MODE_DESTROYED) {
+			ssize_t r = write(s->evfd, &one, sizeof(one));
+			(void)r; /* EAGAIN: the counter is saturated, still readable */
+		}
+		VSCHED__TSAN_RELEASE(s); /* the grace period, for TSan */
+		urcu_bp_read_unlock();
 	} else {
 		s->vm->ops.wake((uint32_t *)s->word, s->vm->ops.ctx);
 	}
+}
+
+void vsched__sleeper_quiesce(struct vsched__sleeper *s)
+{
+	if (atomic_load_explicit(&s->use_evfd, memory_order_relaxed)) {
+		urcu_bp_synchronize_rcu();
+		VSCHED__TSAN_ACQUIRE(s);
+	}
+}
+
+/*
+ * A deadline in the VM's clock as an absolute CLOCK_MONOTONIC deadline, for
+ * the kernel's own timers (the default futex wait, the timerfd). With the
+ * default clock it is the same number. With an injected now_ns, the time
+ * left is measured now and converted into a CLOCK_MONOTONIC interval of the
+ * same length; callers re-check now_ns() when it expires and sleep again
+ * if the VM's clock has not reached the deadline yet.
+ */
+static uint64_t kernel_deadline(const struct vsched_host_ops *ops,
+				uint64_t deadline)
+{
+	uint64_t now, mono;
+
+	if (deadline == VSCHED_DEADLINE_NONE || ops->now_ns == vsched__clock_now)
+		return deadline;
+	now = ops->now_ns(ops->ctx);
+	mono = vsched__clock_now(NULL);
+	if (deadline <= now)
+		return mono;
+	if (deadline - now >= VSCHED_DEADLINE_NONE - mono)
+		return VSCHED_DEADLINE_NONE;
+	return mono + (deadline - now);
 }
 
 /* Leave BLOCKED ourselves (timeout, signal, fd): the slow way back, an
@@ -124,16 +177,29 @@ static int sleep_futex(struct target *t, uint32_t blocked, uint64_t deadline)
 	struct vsched__sleeper *s = t->s;
 	const struct vsched_host_ops *ops = &s->vm->ops;
 
+	/* The default futex wait sleeps on CLOCK_MONOTONIC; a custom wait
+	 * gets the deadline in the VM's clock, as vm.h documents. */
+	const bool kernel = ops->wait == vsched__futex_wait;
+
 	for (;;) {
-		int rc = ops->wait((uint32_t *)s->word, blocked, deadline, ops->ctx);
+		int rc = ops->wait((uint32_t *)s->word, blocked,
+				   kernel ? kernel_deadline(ops, deadline) : deadline,
+				   ops->ctx);
 		if (atomic_load_explicit(s->word, memory_order_acquire) != blocked) {
 			fast_path_back(s);
-			return 0;
+			/* Woken, and interrupted too: the signal is reported,
+			 * even when the wake had no reason (a kick, a timer
+			 * re-arm) and the engine would sleep again. */
+			return rc == -EINTR ? VSCHED_WAKE_SIGNAL : 0;
 		}
-		if (rc == -EINTR || ops->now_ns(ops->ctx) >= deadline) {
+		if (rc == -EINTR) {
+			leave_blocked(s, blocked); /* a racing poster: still SIGNAL */
+			return VSCHED_WAKE_SIGNAL;
+		}
+		if (ops->now_ns(ops->ctx) >= deadline) {
 			if (leave_blocked(s, blocked) != blocked)
 				return 0;
-			return rc == -EINTR ? VSCHED_WAKE_SIGNAL : VSCHED_WAKE_DEADLINE;
+			return VSCHED_WAKE_DEADLINE;
 		}
 		vsched__count(&s->hs.spurious);
 	}
@@ -143,17 +209,22 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 		       struct vsched_block_result *res)
 {
 	struct vsched__sleeper *s = t->s;
+	const struct vsched_host_ops *ops = &s->vm->ops;
 	struct epoll_event ev[VSCHED_BLOCK_MAX_TAGS + 2];
 
-	vsched__timerfd_at(s->tfd, deadline);
+	vsched__timerfd_at(s->tfd, kernel_deadline(ops, deadline));
 	for (;;) {
 		uint64_t drain;
 		bool timer = false;
 		int n = epoll_pwait(s->epfd, ev, VSCHED_BLOCK_MAX_TAGS + 2, -1, NULL);
 
 		if (n < 0 && errno == EINTR) {
-			if (leave_blocked(s, blocked) != blocked)
-				return 0;
+			/* Reported even when a poster raced us (see
+			 * sleep_futex()). */
+			if (atomic_load_explicit(s->word, memory_order_acquire) != blocked)
+				fast_path_back(s);
+			else
+				leave_blocked(s, blocked);
 			return VSCHED_WAKE_SIGNAL;
 		}
 		for (int i = 0; i < n; i++) {
@@ -179,12 +250,16 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 				return 0;
 			return VSCHED_WAKE_FD;
 		}
-		if (timer || s->vm->ops.now_ns(s->vm->ops.ctx) >= deadline) {
+		if (ops->now_ns(ops->ctx) >= deadline) {
 			if (leave_blocked(s, blocked) != blocked)
 				return 0;
 			return VSCHED_WAKE_DEADLINE;
 		}
-		vsched__count(&s->hs.spurious); /* a stale eventfd count */
+		/* A stale eventfd count, or the timerfd expired before an
+		 * injected clock reached the deadline: convert it again. */
+		if (timer)
+			vsched__timerfd_at(s->tfd, kernel_deadline(ops, deadline));
+		vsched__count(&s->hs.spurious);
 	}
 }
 
@@ -294,8 +369,10 @@ static int engine(struct target *t, uint64_t deadline,
 	waited = true;
 	for (;;) {
 		eff = effective(t, deadline);
-		int r = s->epfd >= 0 ? sleep_epoll(t, blocked, eff, res)
-				     : sleep_futex(t, blocked, eff);
+		/* The same flag the wakers read (vsched__wake_sleeper()). */
+		int r = atomic_load_explicit(&s->use_evfd, memory_order_relaxed)
+				? sleep_epoll(t, blocked, eff, res)
+				: sleep_futex(t, blocked, eff);
 		if (r == VSCHED_WAKE_DEADLINE && eff < deadline) {
 			/* A guest timer's deadline, not the caller's. */
 			reason = timer_due(t);
@@ -419,7 +496,7 @@ int vsched_vcpu_kick(struct vsched_vcpu *v)
 	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
 	if (vsched__mode_of(m) == VSCHED_MODE_DESTROYED)
 		return VSCHED_ESHUTDOWN;
-	vsched__kick_decide(v, &v->sl, &v->ps.wakeups, m, 0);
+	vsched__kick_decide(v, &v->sl, NULL, m, 0); /* counted as an event */
 	return 0;
 }
 
@@ -461,48 +538,67 @@ static int ctl(int epfd, int op, int fd, uint32_t events, uint64_t slot)
 	return epoll_ctl(epfd, op, fd, &ev) ? -errno : 0;
 }
 
+/*
+ * One flag, use_evfd, selects both halves of the wakeup: the sleeper sleeps
+ * in epoll_pwait iff it is set (engine()), and a waker writes the eventfd
+ * iff it is set (vsched__wake_sleeper()). It is set only once the epoll set
+ * holds the eventfd, the timerfd and the caller's fd; a first call that
+ * fails anywhere closes what it created and leaves the flag clear, so the
+ * sleeper stays on the futex that wakers use. No waker can hold the
+ * unpublished eventfd: it reads s->evfd only after seeing the flag.
+ * Context: the owner thread, which is not asleep, so no sleep is switching
+ * mechanism under us.
+ */
 int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 			   uint64_t tag)
 {
+	const bool first = !atomic_load_explicit(&s->use_evfd, memory_order_relaxed);
 	int rc;
 
 	if (fd < 0 || !events || (events & EPOLLET))
 		return VSCHED_EINVAL;
-	if (s->epfd < 0) {
+	if (first) {
 		s->epfd = epoll_create1(EPOLL_CLOEXEC);
 		s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-		if (s->epfd < 0 || s->evfd < 0 || s->tfd < 0 ||
-		    ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, EPOLLIN, SLOT_EVFD) ||
-		    ctl(s->epfd, EPOLL_CTL_ADD, s->tfd, EPOLLIN, SLOT_TFD)) {
+		if (s->epfd < 0 || s->evfd < 0 || s->tfd < 0) {
 			rc = -errno;
-			vsched__sleeper_fini(s);
-			return rc ? rc : VSCHED_ENOMEM;
+			goto undo;
 		}
+		if ((rc = ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, EPOLLIN, SLOT_EVFD)) ||
+		    (rc = ctl(s->epfd, EPOLL_CTL_ADD, s->tfd, EPOLLIN, SLOT_TFD)))
+			goto undo;
 	}
 	/* epoll hands back a slot number (the engine's own fds use 0 and
 	 * 1); the user's tag is kept in the slot. */
 	unsigned i = 0;
 	while (i < MAX_USER_FDS && s->fd_of[i] >= 0)
 		i++;
-	if (i == MAX_USER_FDS)
-		return VSCHED_ENOSPC;
+	if (i == MAX_USER_FDS) {
+		rc = VSCHED_ENOSPC;
+		goto undo;
+	}
 	rc = ctl(s->epfd, EPOLL_CTL_ADD, fd, events, SLOT_USER + i);
 	if (rc == -EEXIST)
-		return VSCHED_EEXIST;
+		rc = VSCHED_EEXIST;
 	if (rc)
-		return rc;
+		goto undo;
 	s->fd_of[i] = fd;
 	s->tag_of[i] = tag;
 	s->nfds++;
-	atomic_store_explicit(&s->use_evfd, true, memory_order_seq_cst);
+	/* Release: a waker that sees the flag sees s->evfd. */
+	atomic_store_explicit(&s->use_evfd, true, memory_order_release);
 	return 0;
+undo:
+	if (first)
+		vsched__sleeper_fini(s); /* never published: nobody holds them */
+	return rc ? rc : VSCHED_ENOMEM;
 }
 
 int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd)
 {
 	int rc;
-	if (s->epfd < 0 || fd < 0)
+	if (!atomic_load_explicit(&s->use_evfd, memory_order_relaxed) || fd < 0)
 		return VSCHED_EINVAL;
 	rc = ctl(s->epfd, EPOLL_CTL_DEL, fd, 0, 0);
 	if (rc)
@@ -511,7 +607,7 @@ int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd)
 		if (s->fd_of[i] == fd)
 			s->fd_of[i] = -1;
 	s->nfds--;
-	return 0;
+	return 0; /* the sleeper stays on epoll, the flag stays set */
 }
 
 int vsched_vcpu_fd_add(struct vsched_vcpu *v, int fd, uint32_t events,

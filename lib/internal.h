@@ -156,8 +156,10 @@ struct vsched_vcpu {
 
 	/* Written by posters (relaxed RMWs). */
 	struct {
-		_Atomic uint64_t kicks_sent;
-		_Atomic uint64_t wakeups;
+		_Atomic uint64_t kicks_sent;     /* by posts */
+		_Atomic uint64_t wakeups;        /* by posts */
+		_Atomic uint64_t event_kicks;    /* by vsched_vcpu_kick() */
+		_Atomic uint64_t event_wakeups;  /* by kicks, timer re-arms */
 		_Atomic uint64_t coalesced[VSCHED_MAX_KINDS]; /* by rank */
 	} ps VSCHED__ALIGNED;
 
@@ -197,7 +199,10 @@ void vsched__wake_sleeper(struct vsched__sleeper *s);
 
 /* The kick decision on a mode word `m` read after the post's barrier:
  * kick an IN_GUEST vCPU (v non-NULL), wake a BLOCKED sleeper. Returns 1 if it
- * kicked or woke. */
+ * kicked or woke. A vCPU's kick or wakeup is counted in its ps counters: as
+ * a post's when `flags` has VSCHED__KD_POST, else as an event's (`wakeups`
+ * is then unused); a generic waiter's (v NULL) wakeup in `wakeups`. */
+#define VSCHED__KD_POST 0x80000000u
 int vsched__kick_decide(struct vsched_vcpu *v, struct vsched__sleeper *s,
 			_Atomic uint64_t *wakeups, uint32_t m, unsigned flags);
 
@@ -211,6 +216,9 @@ void vsched__halt_stats(const struct vsched__sleeper *s,
 			struct vsched_halt_stats *out);
 /* Leaving the sleeper's runnable count (destroy). */
 void vsched__sleeper_retire(struct vsched__sleeper *s);
+/* After the sleeper's word says DESTROYED: wait until no waker can still be
+ * writing its eventfd (an RCU grace period), so that it can be closed. */
+void vsched__sleeper_quiesce(struct vsched__sleeper *s);
 
 /* Timers (lib/timer.c). */
 uint64_t vsched__vcpu_earliest(const struct vsched_vcpu *v);

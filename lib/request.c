@@ -194,7 +194,9 @@ int vsched__kick_decide(struct vsched_vcpu *v, struct vsched__sleeper *s,
 				    (m & ~VSCHED__MODE_MASK) |
 					    VSCHED_MODE_EXITING_GUEST,
 				    memory_order_seq_cst, memory_order_relaxed)) {
-				vsched__count_shared(&v->ps.kicks_sent);
+				vsched__count_shared(flags & VSCHED__KD_POST
+							     ? &v->ps.kicks_sent
+							     : &v->ps.event_kicks);
 				VSCHED__TRACE1(kick, v->id);
 				if (ops->kick)
 					ops->kick(v, ops->ctx);
@@ -211,7 +213,10 @@ int vsched__kick_decide(struct vsched_vcpu *v, struct vsched__sleeper *s,
 				    (m & ~VSCHED__MODE_MASK) |
 					    VSCHED_MODE_OUTSIDE_GUEST,
 				    memory_order_seq_cst, memory_order_relaxed)) {
-				vsched__count_shared(wakeups);
+				vsched__count_shared(
+					!v ? wakeups
+					: flags & VSCHED__KD_POST ? &v->ps.wakeups
+								  : &v->ps.event_wakeups);
 				VSCHED__TRACE1(wakeup, v ? (int)v->id : -1);
 				vsched__wake_sleeper(s);
 				return 1;
@@ -286,7 +291,7 @@ post_rank(struct vsched_vcpu *v, unsigned r, unsigned flags,
 	 * nothing: decide out of line only for IN_GUEST and BLOCKED. */
 	if (VSCHED__UNLIKELY(vsched__mode_of(m) == VSCHED_MODE_IN_GUEST ||
 			     vsched__mode_of(m) == VSCHED_MODE_BLOCKED))
-		vsched__kick_decide(v, &v->sl, &v->ps.wakeups, m, flags);
+		vsched__kick_decide(v, &v->sl, NULL, m, flags | VSCHED__KD_POST);
 	*seen = m;
 	return 0;
 }

@@ -21,6 +21,8 @@ int vsched_vcpu_read_stats(const struct vsched_vcpu *v, struct vsched_vcpu_stats
 	out->cancelled_entries = rd(&v->vs.cancelled_entries);
 	out->kicks_sent = rd(&v->ps.kicks_sent);
 	out->wakeups = rd(&v->ps.wakeups);
+	out->event_kicks = rd(&v->ps.event_kicks);
+	out->event_wakeups = rd(&v->ps.event_wakeups);
 	out->spurious_wakeups = rd(&v->sl.hs.spurious);
 	t = &v->vm->table;
 	pend = atomic_load_explicit(&v->pending, memory_order_relaxed);
@@ -34,13 +36,16 @@ int vsched_vcpu_read_stats(const struct vsched_vcpu *v, struct vsched_vcpu_stats
 		posted += s->posted;
 	}
 	/* Every accepted post kicked, woke, or did neither: the third count
-	 * is deduced rather than paid for on the post path. Exact once the
-	 * posters are quiescent; a post between its bit and its decision is
-	 * counted as avoided until it decides. */
+	 * is deduced rather than paid for on the post path. kicks_sent and
+	 * wakeups count posts only (kicks and timer re-arms have their own
+	 * event_ counters), so this is exact once the posters are quiescent;
+	 * the clamp covers a snapshot that reads a post's decision before the
+	 * pending bit that it serviced. */
 	avoided = posted - out->kicks_sent - out->wakeups;
 	out->kicks_avoided = avoided > posted ? 0 : avoided;
 	vsched__halt_stats(&v->sl, &out->halt);
-	out->halt.halt_wakeup = out->wakeups;
+	/* KVM's halt_wakeup: every wakeup of the halted vCPU, any source. */
+	out->halt.halt_wakeup = out->wakeups + out->event_wakeups;
 	return 0;
 }
 
@@ -61,7 +66,7 @@ static const struct vsched_stat_desc descs[] = {
 	C("cancelled_entries", "count", 1),
 	C("kicks_sent", "count", 2),
 	C("kicks_avoided", "count", 3),
-	C("halt_wakeup", "count", 4),
+	C("halt_wakeup", "count", 4), /* every source, as KVM */
 	C("spurious_wakeups", "count", 5),
 	C("halt_successful_poll", "count", 6),
 	C("halt_attempted_poll", "count", 7),
@@ -80,9 +85,12 @@ static const struct vsched_stat_desc descs[] = {
 	HIST("halt_poll_success_hist", 15 + 5 * K),
 	HIST("halt_poll_fail_hist", 15 + 5 * K + H),
 	HIST("halt_wait_hist", 15 + 5 * K + 2 * H),
+	C("wakeups", "count", 15 + 5 * K + 3 * H),
+	C("event_kicks", "count", 16 + 5 * K + 3 * H),
+	C("event_wakeups", "count", 17 + 5 * K + 3 * H),
 };
 
-#define NVALUES (15 + 5 * K + 3 * H)
+#define NVALUES (18 + 5 * K + 3 * H)
 
 int vsched_vcpu_stat_descs(const struct vsched_stat_desc **d, unsigned *count,
 			   unsigned *nvalues)
@@ -106,7 +114,7 @@ int vsched_vcpu_stat_values(const struct vsched_vcpu *v, uint64_t *val,
 		return VSCHED_EINVAL;
 	vsched_vcpu_read_stats(v, &s);
 	const uint64_t c[15] = { s.entries, s.cancelled_entries, s.kicks_sent,
-				 s.kicks_avoided, s.wakeups, s.spurious_wakeups,
+				 s.kicks_avoided, h->halt_wakeup, s.spurious_wakeups,
 				 h->halt_successful_poll, h->halt_attempted_poll,
 				 h->halt_poll_invalid, h->halt_poll_success_ns,
 				 h->halt_poll_fail_ns, h->halt_wait_ns,
@@ -126,6 +134,9 @@ int vsched_vcpu_stat_values(const struct vsched_vcpu *v, uint64_t *val,
 		val[15 + 5 * K + H + b] = h->halt_poll_fail_hist[b];
 		val[15 + 5 * K + 2 * H + b] = h->halt_wait_hist[b];
 	}
+	val[15 + 5 * K + 3 * H] = s.wakeups;
+	val[16 + 5 * K + 3 * H] = s.event_kicks;
+	val[17 + 5 * K + 3 * H] = s.event_wakeups;
 	return 0;
 }
 

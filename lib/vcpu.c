@@ -95,6 +95,11 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 	vm->graveyard = v;
 	pthread_mutex_unlock(&vm->lock);
 	vsched__sleeper_retire(&v->sl);
+	/* A poster that won BLOCKED -> OUTSIDE_GUEST just before the word
+	 * said DESTROYED may still be about to write the kick eventfd: close
+	 * it only after a grace period (see vsched__wake_sleeper()), so that
+	 * the write never lands in a reused fd number. */
+	vsched__sleeper_quiesce(&v->sl);
 	vsched__sleeper_fini(&v->sl);
 	vsched__drain_payloads(v);
 	return 0;

@@ -64,6 +64,21 @@ struct vsched_block_result {
  * has_event, a ready registered fd, or `deadline_ns` (absolute, in the VM's
  * clock; a deadline at or before now checks once and never sleeps).
  *
+ * The VM's clock is its `now_ns`. With an injected `now_ns`, the kernel
+ * timers vsched sleeps on itself (the default futex wait and, with fds, the
+ * timerfd, both CLOCK_MONOTONIC) are given the time left, measured in the
+ * VM's clock when the sleep starts, as a CLOCK_MONOTONIC interval; the
+ * block returns VSCHED_WAKE_DEADLINE only once `now_ns` has reached the
+ * deadline, and sleeps again otherwise. A clock that jumps forward is seen
+ * at the end of the current interval: call vsched_vcpu_kick() after the
+ * jump to make a sleeper look at once. A custom `wait` receives deadlines in
+ * the VM's clock.
+ *
+ * A signal that interrupts the sleep (a handler installed without
+ * SA_RESTART) always returns VSCHED_WAKE_SIGNAL, also when a post, a kick
+ * or a timer re-arm woke the vCPU at the same time; a request that arrived
+ * with it stays pending for the next service.
+ *
  * 1. the `blocking` hook runs first, before any polling;
  * 2. unless vetoed (arch no_poll, the guest's poll control, contention),
  *    polls for the policy's window in mode POLLING, reading only;
@@ -109,9 +124,16 @@ VSCHED_API int vsched_vcpu_set_guest_poll(struct vsched_vcpu *vcpu, bool allow);
  * Add a file descriptor as a wake source of the vCPU's sleeps
  * (level-triggered; `events` as for epoll, e.g. EPOLLIN). From then on the
  * vCPU sleeps in epoll_pwait and is woken through an eventfd. The first call
- * creates the epoll, eventfd and timerfd descriptors.
- * @return 0, VSCHED_EINVAL, VSCHED_EEXIST (fd already added), VSCHED_ENOMEM
- * or another negative errno from the kernel.
+ * creates the epoll, eventfd and timerfd descriptors; if it fails (the
+ * kernel refuses `fd`: closed, a regular file...) it closes them again and
+ * the vCPU keeps sleeping on, and being woken through, its futex. One flag
+ * selects both the way the vCPU sleeps and the way posters wake it, and it
+ * is set only by a call that succeeded. Later failures change nothing.
+ * A thread that wakes a vCPU with fds enters a liburcu-bp read-side section
+ * around its eventfd write (see vsched_vcpu_destroy()); under a seccomp
+ * filter, such a thread calls vsched_thread_init() first.
+ * @return 0, VSCHED_EINVAL, VSCHED_EEXIST (fd already added), VSCHED_ENOSPC
+ * (32 fds), VSCHED_ENOMEM or another negative errno from the kernel.
  * Context: the vCPU's thread, or before the vCPU runs.
  */
 VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
@@ -123,7 +145,8 @@ VSCHED_API int vsched_vcpu_fd_del(struct vsched_vcpu *vcpu, int fd);
 /**
  * Prepare the calling thread for vsched's wait paths (RCU registration), so
  * that nothing is allocated later, e.g. under a seccomp filter. Optional:
- * the first block does it otherwise. @return 0. Any thread.
+ * the first block, or the first wakeup of a vCPU that has fds, does it
+ * otherwise. @return 0. Any thread.
  */
 VSCHED_API int vsched_thread_init(void);
 

@@ -42,7 +42,9 @@ struct vsched_halt_stats {
 	uint64_t halt_attempted_poll;
 	/** Successful polls whose wakeup found nothing to do. */
 	uint64_t halt_poll_invalid;
-	/** Wakeups of the sleeping vCPU by a poster. */
+	/** Wakeups of the sleeping vCPU by another thread, whatever the
+	 * source (as KVM's): for a vCPU, wakeups + event_wakeups of
+	 * struct vsched_vcpu_stats; for a waiter, kicks that woke it. */
 	uint64_t halt_wakeup;
 	/** Time spent in successful polls. */
 	uint64_t halt_poll_success_ns;
@@ -73,7 +75,8 @@ struct vsched_vcpu_stats {
 	uint64_t entries;
 	/** Cancelled guest entries (each counted once here). */
 	uint64_t cancelled_entries;
-	/** Posts that kicked a vCPU out of the guest. */
+	/** Posts that kicked a vCPU out of the guest (posts only: see
+	 * event_kicks). */
 	uint64_t kicks_sent;
 	/**
 	 * Posts that needed no kick and no wakeup: all posts minus kicks_sent
@@ -81,7 +84,7 @@ struct vsched_vcpu_stats {
 	 * no counter on its common path.
 	 */
 	uint64_t kicks_avoided;
-	/** Posts that woke a BLOCKED vCPU. */
+	/** Posts that woke a BLOCKED vCPU (posts only: see event_wakeups). */
 	uint64_t wakeups;
 	/** Sleeps that returned with no request and before the deadline. */
 	uint64_t spurious_wakeups;
@@ -89,6 +92,11 @@ struct vsched_vcpu_stats {
 	struct vsched_kind_stats kind[VSCHED_MAX_KINDS];
 	/** Halt/poll counters. */
 	struct vsched_halt_stats halt;
+	/** vsched_vcpu_kick() calls that kicked the vCPU out of the guest. */
+	uint64_t event_kicks;
+	/** Wakeups of a BLOCKED vCPU that were not posts: vsched_vcpu_kick()
+	 * and timer re-arms (so that it re-evaluates its deadline). */
+	uint64_t event_wakeups;
 };
 
 /**

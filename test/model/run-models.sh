@@ -28,6 +28,10 @@ kvm.pml - pass
 kvm.pml CLEAR_LATE fail
 kvm.pml SIGNAL_ONLY fail
 kvm.pml RUN_ON_CANCEL fail
+sleeper.pml - pass
+sleeper.pml SPLIT_MECH fail
+sleeper.pml NO_GRACE_PERIOD fail
+sleeper.pml NO_DESTROYED_CHECK fail
 PLAN
 
 while read -r model variant expect; do

@@ -9,30 +9,48 @@
  * the posts each poster counted equal serviced + coalesced per kind, every
  * payload was delivered once, and the race window (a kick landing while the
  * vCPU is inside vsched_vcpu_enter(), after its mode write) was hit.
- * Every 200 ms the posters switch between a dense phase and a sparse one in
- * which a single post at a time is waited for, while vCPUs often block with
- * no deadline: there, a lost wakeup hangs the request and the watchdog fails
- * the run. A further thread swaps the VM's poll policy every 2 ms (none,
+ * The posters alternate between a dense phase (200 ms) and a sparse one
+ * (1.2 s, longer than the watchdog's limit) in which a single post at a
+ * time is waited for, while vCPUs often block with no deadline: there, a
+ * lost wakeup hangs the request and the watchdog fails the run. A further thread swaps the VM's poll policy every 2 ms (none,
  * fixed, kvm, adaptive) while the vCPUs poll and block.
+ *
+ * The last vCPU has an eventfd registered as a wake source, so it sleeps in
+ * epoll_pwait and posts wake it through its kick eventfd. Three more
+ * threads wake sleepers with no request: an event source raises has_event
+ * on one vCPU at a time and calls vsched_vcpu_kick(), waiting until the
+ * vCPU has taken the event (the watchdog fails the run if it waits more
+ * than 1 s: a lost kick); a timer thread re-arms each vCPU's guest timer
+ * into the future while the vCPU is BLOCKED (a wake with no reason, after
+ * which it must sleep again and still be woken by the next post); an I/O
+ * thread writes the registered eventfd in dense phases and waits until the
+ * vCPU reports it (VSCHED_WAKE_FD).
  *
  * usage: stress_requests [seconds]
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <vsched/vsched.h>
 
 #define NPOSTERS 4
-#define NVCPUS 2
-#define NKINDS 5
+#define NVCPUS 3
+#define EPOLL_VCPU (NVCPUS - 1)
+#define NKINDS 6
+#define IO_MAX_WAIT_NS 5000000000ull
 #define MAX_WAIT_NS 1000000000ull
 #define PAYLOADS_PER_POSTER 4096
 
-enum { K_TIMER = 0, K_IRQ = 1, K_FLUSH = 2, K_NOWAKE = 3, K_SYNC = 4 };
+enum { K_TIMER = 0, K_IRQ = 1, K_FLUSH = 2, K_NOWAKE = 3, K_SYNC = 4,
+       K_GTIMER = 5 /* a guest timer's kind: re-armed, never due here */ };
 
 struct irq {
 	struct vsched_payload node;
@@ -48,6 +66,10 @@ struct vcpu_ctx {
 	uint64_t payloads_delivered;
 	uint64_t entries, cancelled, blocks;
 	unsigned id;
+	atomic_int event;               /* has_event */
+	_Atomic uint64_t event_since;   /* raised at, 0 once taken */
+	struct vsched_timer *timer;
+	uint64_t fd_wakes;
 };
 
 static struct vcpu_ctx vcpus[NVCPUS];
@@ -60,6 +82,8 @@ static atomic_int stop_posting, stop_vcpus, failed;
 static atomic_int sparse;
 static pthread_mutex_t sparse_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t lone_posts;
+static int io_fd = -1;
+static _Atomic uint64_t io_since, events_raised, rearms_blocked, io_writes;
 
 static uint64_t now_ns(void)
 {
@@ -126,6 +150,13 @@ static void *vcpu_thread(void *arg)
 	uint64_t seed = 0x9e3779b97f4a7c15ull * (c->id + 1);
 
 	while (!atomic_load(&stop_vcpus)) {
+		/* Take an event that has_event reported (as an interrupt
+		 * controller would inject it at entry). */
+		if (atomic_exchange(&c->event, 0)) {
+			uint64_t since = atomic_exchange(&c->event_since, 0);
+			if (since)
+				note_wait(since);
+		}
 		if (vsched_service(c->v) < 0)
 			abort();
 		atomic_store(&c->phase, 1);
@@ -152,8 +183,15 @@ static void *vcpu_thread(void *arg)
 			uint64_t dl = r % 2 ? VSCHED_DEADLINE_NONE
 					    : now_ns() + (r >> 8) % 2000000;
 			c->blocks++;
-			if (vsched_vcpu_block(c->v, dl) < 0)
+			int br = vsched_vcpu_block(c->v, dl);
+			if (br < 0)
 				abort();
+			if (br == VSCHED_WAKE_FD) {
+				uint64_t n;
+				c->fd_wakes++;
+				if (read(io_fd, &n, sizeof(n)) == sizeof(n))
+					atomic_store(&io_since, 0);
+			}
 		}
 	}
 	/* Posters are done: one last pass gets everything. */
@@ -223,6 +261,79 @@ static void *poster_thread(void *arg)
 	return NULL;
 }
 
+static bool has_event(struct vsched_vcpu *v, void *ctx)
+{
+	struct vcpu_ctx *c = vsched_vcpu_user(v);
+	(void)ctx;
+	return atomic_load_explicit(&c->event, memory_order_relaxed) != 0;
+}
+
+static void pause_us(unsigned us)
+{
+	struct timespec ts = { 0, (long)us * 1000 };
+	nanosleep(&ts, NULL);
+}
+
+/* One event at a time, each waited for: a lost kick is not healed. */
+static void *event_thread(void *arg)
+{
+	uint64_t seed = 0x51ed270b27e9a2c3ull;
+	(void)arg;
+	while (!atomic_load(&stop_posting) && !atomic_load(&failed)) {
+		struct vcpu_ctx *c = &vcpus[rnd(&seed) % NVCPUS];
+		pause_us((unsigned)(rnd(&seed) % 200));
+		atomic_store(&c->event_since, now_ns());
+		atomic_store(&c->event, 1);
+		if (vsched_vcpu_kick(c->v) != 0)
+			abort();
+		atomic_fetch_add(&events_raised, 1);
+		while (atomic_load(&c->event_since) && !atomic_load(&failed) &&
+		       !atomic_load(&stop_posting))
+			sched_yield();
+	}
+	return NULL;
+}
+
+/* Re-arm guest timers into the future while their vCPU sleeps: a wakeup
+ * with nothing to do, after which the vCPU must go back to sleep. */
+static void *timer_thread(void *arg)
+{
+	uint64_t seed = 0x7f4a7c159e3779b9ull;
+	(void)arg;
+	while (!atomic_load(&stop_posting) && !atomic_load(&failed)) {
+		struct vcpu_ctx *c = &vcpus[rnd(&seed) % NVCPUS];
+		bool blocked = vsched_vcpu_mode(c->v) == VSCHED_MODE_BLOCKED;
+		if (vsched_timer_arm(c->timer, now_ns() + 60000000000ull) != 0)
+			abort();
+		if (blocked)
+			atomic_fetch_add(&rearms_blocked, 1);
+		pause_us((unsigned)(rnd(&seed) % 100));
+	}
+	return NULL;
+}
+
+/* The epoll vCPU's own wake source, in dense phases only: a ready fd wakes
+ * the vCPU by itself and would heal a lost kick-eventfd wakeup, so sparse
+ * phases leave the vCPU nothing but posts, kicks and re-arms. */
+static void *io_thread(void *arg)
+{
+	uint64_t one = 1;
+	(void)arg;
+	while (!atomic_load(&stop_posting) && !atomic_load(&failed)) {
+		pause_us(500);
+		if (atomic_load(&sparse))
+			continue;
+		atomic_store(&io_since, now_ns());
+		if (write(io_fd, &one, sizeof(one)) != sizeof(one))
+			abort();
+		atomic_fetch_add(&io_writes, 1);
+		while (atomic_load(&io_since) && !atomic_load(&failed) &&
+		       !atomic_load(&stop_posting))
+			sched_yield();
+	}
+	return NULL;
+}
+
 static struct vsched_vm *the_vm;
 static _Atomic uint64_t policy_swaps;
 
@@ -249,6 +360,20 @@ static void *watchdog(void *arg)
 	(void)arg;
 	while (!atomic_load(&stop_vcpus)) {
 		uint64_t t = now_ns();
+		for (unsigned v = 0; v < NVCPUS; v++) {
+			uint64_t s = atomic_load(&vcpus[v].event_since);
+			if (s && t > s && t - s > MAX_WAIT_NS) {
+				fprintf(stderr, "FAIL: vCPU %u event untaken for %llu ns\n",
+					v, (unsigned long long)(t - s));
+				atomic_store(&failed, 1);
+			}
+		}
+		uint64_t io = atomic_load(&io_since);
+		if (io && t > io && t - io > IO_MAX_WAIT_NS) {
+			fprintf(stderr, "FAIL: vCPU %u fd unreported for %llu ns\n",
+				EPOLL_VCPU, (unsigned long long)(t - io));
+			atomic_store(&failed, 1);
+		}
 		for (unsigned v = 0; v < NVCPUS; v++)
 			for (unsigned k = 0; k < NKINDS; k++) {
 				uint64_t s = atomic_load(&vcpus[v].oldest[k]);
@@ -268,10 +393,10 @@ static void *watchdog(void *arg)
 int main(int argc, char **argv)
 {
 	double seconds = argc > 1 ? atof(argv[1]) : 10;
-	struct vsched_host_ops ops = { .kick = kick };
+	struct vsched_host_ops ops = { .kick = kick, .has_event = has_event };
 	struct vsched_vm_config cfg = { .size = sizeof(cfg), .ops = &ops };
 	struct vsched_vm *vm;
-	pthread_t vt[NVCPUS], pt[NPOSTERS], wd, sw;
+	pthread_t vt[NVCPUS], pt[NPOSTERS], wd, sw, et, tt, it;
 	static const struct {
 		const char *name;
 		unsigned prio, flags;
@@ -281,6 +406,7 @@ int main(int argc, char **argv)
 		[K_FLUSH] = { "flush", 0, 0 },
 		[K_NOWAKE] = { "nowake", 3, VSCHED_REQ_NO_WAKEUP },
 		[K_SYNC] = { "sync", 4, VSCHED_REQ_WAIT },
+		[K_GTIMER] = { "gtimer", 5, 0 },
 	};
 
 	if (vsched_vm_create(&cfg, &vm))
@@ -299,7 +425,14 @@ int main(int argc, char **argv)
 		vcpus[i].id = i;
 		if (vsched_vcpu_create(vm, i, &vcpus[i], &vcpus[i].v))
 			return 2;
+		struct vsched_timer_desc td = { .size = sizeof(td), .name = "g",
+						.kind = K_GTIMER };
+		if (vsched_timer_create(vcpus[i].v, &td, &vcpus[i].timer))
+			return 2;
 	}
+	io_fd = eventfd(0, EFD_NONBLOCK);
+	if (io_fd < 0 || vsched_vcpu_fd_add(vcpus[EPOLL_VCPU].v, io_fd, EPOLLIN, 1))
+		return 2;
 	for (unsigned i = 0; i < NVCPUS; i++)
 		pthread_create(&vt[i], NULL, vcpu_thread, &vcpus[i]);
 	for (unsigned i = 0; i < NPOSTERS; i++)
@@ -307,16 +440,33 @@ int main(int argc, char **argv)
 	pthread_create(&wd, NULL, watchdog, NULL);
 	the_vm = vm;
 	pthread_create(&sw, NULL, policy_swapper, NULL);
+	pthread_create(&et, NULL, event_thread, NULL);
+	pthread_create(&tt, NULL, timer_thread, NULL);
+	pthread_create(&it, NULL, io_thread, NULL);
 
 	uint64_t end = now_ns() + (uint64_t)(seconds * 1e9);
 	while (now_ns() < end && !atomic_load(&failed)) {
-		struct timespec ts = { 0, 200000000 };
-		nanosleep(&ts, NULL);
+		/* Sparse phases outlast the watchdog: nothing heals a lost
+		 * wakeup there before it fires. */
+		uint64_t ms = atomic_load(&sparse) ? 1200 : 200;
+		while (ms-- && !atomic_load(&failed)) {
+			struct timespec ts = { 0, 1000000 };
+			nanosleep(&ts, NULL);
+		}
 		atomic_store(&sparse, !atomic_load(&sparse));
+	}
+	if (atomic_load(&failed)) {
+		/* A lost wakeup leaves threads asleep that only the guest
+		 * timer (60 s) would wake: do not wait for them. */
+		fprintf(stderr, "FAILED\n");
+		_exit(1);
 	}
 	atomic_store(&stop_posting, 1);
 	for (unsigned i = 0; i < NPOSTERS; i++)
 		pthread_join(pt[i], NULL);
+	pthread_join(et, NULL);
+	pthread_join(tt, NULL);
+	pthread_join(it, NULL);
 	atomic_store(&stop_vcpus, 1);
 	/* Wake vCPUs blocked with no deadline until they have left their
 	 * loops (counted like any post, serviced by their last pass). */
@@ -335,7 +485,8 @@ int main(int argc, char **argv)
 
 	int bad = atomic_load(&failed);
 	uint64_t total = 0, kicks = 0, wakeups = 0, cancelled = 0, entries = 0;
-	uint64_t polls_won = 0, polls = 0, skips = 0;
+	uint64_t polls_won = 0, polls = 0, skips = 0, ev_kicks = 0, ev_wakeups = 0;
+	uint64_t epoll_wakeups = 0;
 	for (unsigned i = 0; i < NVCPUS; i++) {
 		struct vsched_vcpu_stats s = { .size = sizeof(s) };
 		vsched_vcpu_read_stats(vcpus[i].v, &s);
@@ -368,6 +519,10 @@ int main(int argc, char **argv)
 		skips += s.halt.idle_fastpath_skips;
 		kicks += s.kicks_sent;
 		wakeups += s.wakeups;
+		ev_kicks += s.event_kicks;
+		ev_wakeups += s.event_wakeups;
+		if (i == EPOLL_VCPU)
+			epoll_wakeups = s.wakeups;
 		cancelled += s.cancelled_entries;
 		entries += s.entries;
 	}
@@ -383,6 +538,21 @@ int main(int argc, char **argv)
 	printf("polls won %llu of %llu, idle fast-path skips %llu, policy swaps %llu\n",
 	       (unsigned long long)polls_won, (unsigned long long)polls,
 	       (unsigned long long)skips, (unsigned long long)atomic_load(&policy_swaps));
+	printf("events %llu (kicks %llu, wakeups %llu), timer re-arms at BLOCKED %llu, "
+	       "epoll vCPU: post wakeups %llu, fd wakes %llu of %llu writes\n",
+	       (unsigned long long)atomic_load(&events_raised),
+	       (unsigned long long)ev_kicks, (unsigned long long)ev_wakeups,
+	       (unsigned long long)atomic_load(&rearms_blocked),
+	       (unsigned long long)epoll_wakeups,
+	       (unsigned long long)vcpus[EPOLL_VCPU].fd_wakes,
+	       (unsigned long long)atomic_load(&io_writes));
+	if (ev_kicks == 0 || ev_wakeups == 0 || atomic_load(&rearms_blocked) == 0 ||
+	    epoll_wakeups == 0 || vcpus[EPOLL_VCPU].fd_wakes == 0) {
+		fprintf(stderr, "FAIL: a wake path was not exercised (event kick, "
+				"event wakeup, timer re-arm at BLOCKED, epoll post "
+				"wakeup, fd wake)\n");
+		bad = 1;
+	}
 	if (atomic_load(&window_hits) == 0) {
 		fprintf(stderr, "FAIL: the race window was never hit\n");
 		bad = 1;
@@ -394,6 +564,7 @@ int main(int argc, char **argv)
 		bad = 1;
 	}
 	vsched_vm_destroy(vm);
+	close(io_fd);
 	printf("%s\n", bad ? "FAILED" : "OK");
 	return bad;
 }

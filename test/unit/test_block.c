@@ -3,12 +3,14 @@
  * fast path, fd wake sources, generic waiters, and the syscall allow-list
  * under a real seccomp filter. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <sys/epoll.h>
@@ -549,6 +551,237 @@ static void test_seccomp_allow_list(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+
+/* --- issue 14 (1): a failed first fd_add must not strand the sleeper ---
+ * The first fd_add builds the epoll set; if the user's fd is then refused
+ * (closed fd, regular file), the vCPU must still be woken by a post, not
+ * only by its deadline. */
+
+struct post_blocked {
+	struct vsched_vcpu *v;
+	struct vsched_waiter *w;
+	atomic_int *flag;
+	int kicked;
+};
+
+static void *post_once_blocked(void *arg)
+{
+	struct post_blocked *a = arg;
+	for (int i = 0; i < 20000 && vsched_vcpu_mode(a->v) != VSCHED_MODE_BLOCKED; i++)
+		usleep(100);
+	assert_int_equal(vsched_post(a->v, K_REQ), 0);
+	return NULL;
+}
+
+static atomic_int cond_calls, cond_flag;
+static bool counting_cond(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&cond_calls, 1);
+	return atomic_load(&cond_flag) != 0;
+}
+
+static void *kick_once_blocked(void *arg)
+{
+	struct post_blocked *a = arg;
+	/* Poll policy NONE: call 1 is the first check, call 2 the re-check
+	 * after arming "needs kick". From then on only a kick wakes it. */
+	for (int i = 0; i < 20000 && atomic_load(&cond_calls) < 2; i++)
+		usleep(100);
+	usleep(2000);
+	atomic_store(&cond_flag, 1);
+	a->kicked = vsched_waiter_kick(a->w);
+	return NULL;
+}
+
+static int refused_fd(int variant)
+{
+	if (variant == 0) {
+		/* A closed fd: EBADF. High, so that no descriptor the test
+		 * or the library opens meanwhile takes the number. */
+		int fd = eventfd(0, 0), hi = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+		assert_true(hi >= 900);
+		close(fd);
+		close(hi);
+		return hi;
+	}
+	FILE *f = tmpfile(); /* a regular file: EPERM */
+	assert_non_null(f);
+	return dup(fileno(f)); /* the FILE leaks into the test's lifetime */
+}
+
+static void test_failed_first_fd_add(void **state)
+{
+	(void)state;
+	for (int variant = 0; variant < 2; variant++) {
+		struct vsched_vm *vm = make_vm(NULL, 0);
+		declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+		assert_int_equal(vsched_request_finalize(vm, 0), 0);
+		struct vsched_vcpu *v = make_vcpu(vm, 0);
+		int bad = refused_fd(variant);
+		int rc = vsched_vcpu_fd_add(v, bad, EPOLLIN, 1);
+		assert_true(rc < 0);
+
+		/* vCPU: a post must wake it long before its deadline. */
+		struct post_blocked a = { .v = v };
+		pthread_t t;
+		uint64_t dl = mono_ns() + 5000000000ull;
+		pthread_create(&t, NULL, post_once_blocked, &a);
+		rc = vsched_vcpu_block(v, dl);
+		uint64_t back = mono_ns();
+		pthread_join(t, NULL);
+		if (rc != VSCHED_WAKE_REQUEST || back >= dl)
+			fail_msg("vCPU, fd_add refused (%d): block returned %d, %s its deadline",
+				 variant, rc, back >= dl ? "at" : "before");
+		assert_int_equal(vsched_service(v), 1);
+
+		/* Generic waiter: the same with a kick. */
+		struct vsched_waiter *w;
+		assert_int_equal(vsched_waiter_create(vm, counting_cond, NULL, &w), 0);
+		assert_true(vsched_waiter_fd_add(w, bad, EPOLLIN, 1) < 0);
+		atomic_store(&cond_calls, 0);
+		atomic_store(&cond_flag, 0);
+		struct post_blocked k = { .w = w };
+		dl = mono_ns() + 5000000000ull;
+		pthread_create(&t, NULL, kick_once_blocked, &k);
+		rc = vsched_waiter_wait(w, dl, NULL);
+		back = mono_ns();
+		pthread_join(t, NULL);
+		assert_int_equal(k.kicked, 1);
+		if (rc != VSCHED_WAKE_REQUEST || back >= dl)
+			fail_msg("waiter, fd_add refused (%d): wait returned %d, %s its deadline",
+				 variant, rc, back >= dl ? "at" : "before");
+		vsched_waiter_destroy(w);
+		vsched_vm_destroy(vm);
+		if (variant == 1)
+			close(bad);
+	}
+}
+
+/* --- a signal during a wake with no reason must not be swallowed --- */
+
+enum { K_TMR = 2 };
+static struct vsched_timer *sig_timer;
+static int sig_waits;
+static bool sig_by_kick;
+
+static int wait_rearm_then_signal(struct fake_host *h, uint32_t *w,
+				  uint32_t exp, uint64_t dl)
+{
+	(void)w, (void)exp, (void)dl;
+	if (sig_waits++ == 0) {
+		/* Another thread moves the timer into the future (or kicks
+		 * with no event): the sleeper is woken with nothing to do ...
+		 * and a signal lands in the same sleep. */
+		if (sig_by_kick)
+			assert_int_equal(vsched_vcpu_kick(h->vcpu), 0);
+		else
+			assert_int_equal(vsched_timer_arm(sig_timer, h->now + 1000000000ull), 0);
+		return -EINTR;
+	}
+	/* Went back to sleep: end the test with a request. */
+	assert_int_equal(vsched_post(h->vcpu, K_REQ), 0);
+	return 0;
+}
+
+static void test_signal_with_reasonless_wake(void **state)
+{
+	(void)state;
+	for (int by_kick = 0; by_kick < 2; by_kick++) {
+		struct fake_host h = { .now = 1000, .on_wait = wait_rearm_then_signal };
+		struct vsched_host_ops ops = fake_ops(&h);
+		struct vsched_timer_desc td = { .size = sizeof(td), .kind = K_TMR };
+		struct vsched_vm *vm = make_vm(&ops, 0);
+		declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+		declare(vm, K_TMR, "tmr", 2, 0, NULL, NULL, 0);
+		assert_int_equal(vsched_request_finalize(vm, 0), 0);
+		struct vsched_vcpu *v = h.vcpu = make_vcpu(vm, 0);
+		assert_int_equal(vsched_timer_create(v, &td, &sig_timer), 0);
+		sig_waits = 0;
+		sig_by_kick = by_kick;
+		int rc = vsched_vcpu_block(v, VSCHED_DEADLINE_NONE);
+		if (rc != VSCHED_WAKE_SIGNAL)
+			fail_msg("%s + signal: block returned %d after %d waits, not SIGNAL",
+				 by_kick ? "kick" : "timer re-arm", rc, sig_waits);
+		assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_OUTSIDE_GUEST);
+		vsched_vm_destroy(vm);
+	}
+}
+
+/* --- a custom now_ns with the default futex wait, or with fd sources --- */
+
+static uint64_t clock_base;
+static int64_t clock_skew;
+static uint64_t skewed_now(void *ctx)
+{
+	(void)ctx;
+	return (uint64_t)((int64_t)(mono_ns() - clock_base) + clock_skew);
+}
+
+struct clk_arg {
+	struct vsched_vcpu *v;
+	uint64_t dl;
+	int rc;
+	atomic_int done;
+};
+
+static void *block_until(void *arg)
+{
+	struct clk_arg *a = arg;
+	a->rc = vsched_vcpu_block(a->v, a->dl);
+	atomic_store(&a->done, 1);
+	return NULL;
+}
+
+static void test_custom_clock_sleeps(void **state)
+{
+	(void)state;
+	clock_base = mono_ns();
+	/* A clock 1000 s ahead of CLOCK_MONOTONIC's origin and one that
+	 * starts near zero; each on the futex and on the epoll path. */
+	const int64_t skews[2] = { 1000000000000ll, 1000 };
+	for (int i = 0; i < 4; i++) {
+		struct vsched_host_ops ops = { .now_ns = skewed_now };
+		struct clk_arg a = { 0 };
+		pthread_t t;
+		int efd = -1;
+		clock_skew = skews[i % 2];
+		struct vsched_vm *vm = make_vm(&ops, 0);
+		declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+		assert_int_equal(vsched_request_finalize(vm, 0), 0);
+		a.v = make_vcpu(vm, 0);
+		if (i >= 2) {
+			efd = eventfd(0, EFD_NONBLOCK);
+			assert_int_equal(vsched_vcpu_fd_add(a.v, efd, EPOLLIN, 1), 0);
+		}
+		a.dl = skewed_now(NULL) + 20000000; /* 20 ms in the VM's clock */
+		pthread_create(&t, NULL, block_until, &a);
+		/* Watchdog: 20 ms in the VM's clock is 20 ms of real time. */
+		for (int ms = 0; ms < 10000 && !atomic_load(&a.done); ms++)
+			usleep(1000);
+		int done = atomic_load(&a.done);
+		while (!atomic_load(&a.done)) {
+			vsched_post(a.v, K_REQ); /* release it to clean up */
+			usleep(1000);
+		}
+		pthread_join(t, NULL);
+		struct vsched_vcpu_stats s = stats_of(a.v);
+		if (!done)
+			fail_msg("clock %d (%s path): a 20 ms sleep was still asleep after 10 s",
+				 i % 2, efd >= 0 ? "epoll" : "futex");
+		assert_int_equal(a.rc, VSCHED_WAKE_DEADLINE);
+		assert_true(skewed_now(NULL) >= a.dl);
+		/* Slept, did not spin on deadlines the kernel saw as past. */
+		if (s.spurious_wakeups > 5)
+			fail_msg("clock %d (%s path): %llu spurious wakeups in one sleep",
+				 i % 2, efd >= 0 ? "epoll" : "futex",
+				 (unsigned long long)s.spurious_wakeups);
+		vsched_vm_destroy(vm);
+		if (efd >= 0)
+			close(efd);
+	}
+}
+
 static void test_block_bad_input(void **state)
 {
 	struct vsched_block_result small = { .size = 4 };
@@ -585,6 +818,9 @@ int main(void)
 		cmocka_unit_test(test_generic_waiter),
 		cmocka_unit_test(test_seccomp_allow_list),
 		cmocka_unit_test(test_block_bad_input),
+		cmocka_unit_test(test_failed_first_fd_add),
+		cmocka_unit_test(test_signal_with_reasonless_wake),
+		cmocka_unit_test(test_custom_clock_sleeps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,9 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /* Faults: allocation failure at every allocation site, a clock that goes
- * backwards, and a vCPU destroyed while another thread posts to it. */
+ * backwards, a vCPU destroyed while another thread posts to it, and one
+ * destroyed while a poster is preempted in the middle of its wakeup. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <endian.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -183,12 +199,177 @@ static void test_destroy_while_posting(void **state)
 	vsched_vm_destroy(vm);
 }
 
+
+/* --- destroy against a poster in mid-wake (issue 14, 4) ---
+ * A poster wins BLOCKED -> OUTSIDE_GUEST and is preempted just before its
+ * write to the vCPU's kick eventfd. The preemption is made deterministic
+ * with a per-thread seccomp filter that traps exactly that write (SIGSYS):
+ * the handler holds the poster there, then performs the write itself. If
+ * vsched_vcpu_destroy() may close the eventfd meanwhile, the VMM reuses the
+ * number (here: a memfd dup'ed onto it) and the late write lands in it. */
+
+static int kick_evfd = -1;
+static atomic_int in_wake, may_proceed, destroyed;
+
+static void hold_the_write(int sig, siginfo_t *si, void *uc)
+{
+	uint64_t one = 1;
+	struct iovec iov = { &one, sizeof(one) };
+	(void)sig, (void)si, (void)uc;
+	atomic_store(&in_wake, 1);
+	while (!atomic_load(&may_proceed))
+		sched_yield();
+	/* The write the poster was about to make (writev is not trapped). */
+	if (writev(kick_evfd, &iov, 1) < 0)
+		(void)0; /* EBADF when the fd is gone: what the poster would get */
+}
+
+static int trap_kick_write(void)
+{
+	const unsigned lo = offsetof(struct seccomp_data, args[0]) +
+			    (__BYTE_ORDER == __LITTLE_ENDIAN ? 0 : 4);
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_write, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, lo),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)kick_evfd, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -1;
+	/* This thread only (no TSYNC). */
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
+static void *mid_wake_poster(void *arg)
+{
+	if (trap_kick_write())
+		abort();
+	if (vsched_post(arg, 1) != 0)
+		abort();
+	return NULL;
+}
+
+static void *blocker(void *arg)
+{
+	int rc = vsched_vcpu_block(arg, VSCHED_DEADLINE_NONE);
+	if (rc != VSCHED_WAKE_REQUEST && rc != VSCHED_WAKE_FD)
+		abort();
+	return NULL;
+}
+
+static void *destroyer(void *arg)
+{
+	if (vsched_vcpu_destroy(arg) != 0)
+		abort();
+	atomic_store(&destroyed, 1);
+	return NULL;
+}
+
+/* Eventfds of this process, as a bitmap of fd numbers below 1024. */
+static void eventfds(unsigned char *map)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	char path[64], link[64];
+	memset(map, 0, 1024);
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		int fd = atoi(e->d_name);
+		ssize_t n;
+		if (e->d_name[0] == '.' || fd >= 1024)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n > 0) {
+			link[n] = 0;
+			map[fd] = strcmp(link, "anon_inode:[eventfd]") == 0;
+		}
+	}
+	closedir(d);
+}
+
+static void test_destroy_against_mid_wake_poster(void **state)
+{
+	struct sigaction sa = { .sa_sigaction = hold_the_write, .sa_flags = SA_SIGINFO };
+	unsigned char before[1024], after[1024];
+	pthread_t vt, pt, dt;
+	int p[2], reused = 0;
+	struct stat st = { 0 };
+	(void)state;
+	const char *emu = getenv("VSCHED_UNDER_EMULATOR");
+	if (getenv("VSCHED_UNDER_VALGRIND") || (emu && *emu == '1')) {
+		skip();
+		return;
+	}
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(SIGSYS, &sa, NULL), 0);
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	declare(vm, 1, "r", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_vcpu *v = make_vcpu(vm, 0);
+	assert_int_equal(pipe(p), 0);
+	eventfds(before);
+	assert_int_equal(vsched_vcpu_fd_add(v, p[0], EPOLLIN, 1), 0);
+	eventfds(after);
+	for (int fd = 0; fd < 1024; fd++)
+		if (after[fd] && !before[fd])
+			kick_evfd = fd;
+	assert_true(kick_evfd >= 0);
+
+	/* The vCPU sleeps in epoll_pwait; the poster wins the CAS and is
+	 * held just before its eventfd write. */
+	pthread_create(&vt, NULL, blocker, v);
+	for (int i = 0; i < 100000 && vsched_vcpu_mode(v) != VSCHED_MODE_BLOCKED; i++)
+		usleep(100);
+	assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_BLOCKED);
+	pthread_create(&pt, NULL, mid_wake_poster, v);
+	for (int i = 0; i < 100000 && !atomic_load(&in_wake); i++)
+		usleep(100);
+	assert_int_equal(atomic_load(&in_wake), 1);
+	/* The vCPU's own thread leaves (its fd became ready) and stops using
+	 * the vCPU: now destroying it is allowed. */
+	assert_int_equal(write(p[1], "x", 1), 1);
+	pthread_join(vt, NULL);
+	pthread_create(&dt, NULL, destroyer, v);
+	/* Give destroy a second; it must not finish while the poster is
+	 * still inside its wakeup. */
+	for (int i = 0; i < 1000 && !atomic_load(&destroyed); i++)
+		usleep(1000);
+	int early = atomic_load(&destroyed);
+	if (early) {
+		/* The VMM opens something and gets the freed number. */
+		int mfd = memfd_create("unrelated", 0);
+		assert_true(mfd >= 0);
+		assert_int_equal(dup2(mfd, kick_evfd), kick_evfd);
+		close(mfd);
+		reused = 1;
+	}
+	atomic_store(&may_proceed, 1);
+	pthread_join(pt, NULL);
+	pthread_join(dt, NULL);
+	if (reused) {
+		assert_int_equal(fstat(kick_evfd, &st), 0);
+		close(kick_evfd);
+	}
+	close(p[0]);
+	close(p[1]);
+	vsched_vm_destroy(vm);
+	if (early)
+		fail_msg("vsched_vcpu_destroy() returned while a poster was in mid-wake; "
+			 "%lld bytes landed in the file that reused fd %d",
+			 (long long)st.st_size, kick_evfd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_alloc_failure_every_site),
 		cmocka_unit_test(test_clock_backwards),
 		cmocka_unit_test(test_destroy_while_posting),
+		cmocka_unit_test(test_destroy_against_mid_wake_poster),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
