@@ -310,9 +310,23 @@ static void explain_exit(struct vcpu *c, const struct kvm_vcpu_state *v)
 		fprintf(stderr, "vsched-vmm: vCPU %u: KVM_EXIT_SHUTDOWN\n", c->id);
 	}
 	if (have_rip) {
+		struct kvm_sregs sregs;
+
 		fprintf(stderr, "vsched-vmm: vCPU %u: rip %#llx rsp %#llx rflags "
 			"%#llx\n", c->id, regs.rip, regs.rsp, regs.rflags);
-		if (!insn && regs.rip < G_MEM_SIZE - 15) {
+		/* KVM on AMD SVM INITs a vCPU at a shutdown (the VMCB is
+		 * undefined after a SHUTDOWN intercept): its registers are
+		 * then the reset state, not where the guest failed. */
+		if (r->exit_reason == KVM_EXIT_SHUTDOWN && regs.rip == 0xfff0 &&
+		    ioctl(v->fd, KVM_GET_SREGS, &sregs) == 0 &&
+		    sregs.cs.base == 0xffff0000) {
+			fprintf(stderr, "vsched-vmm: vCPU %u: these registers are "
+				"the INIT state: KVM reset the vCPU at the shutdown "
+				"(AMD SVM), so the faulting rip and instruction are "
+				"lost\n", c->id);
+			have_rip = false;
+		}
+		if (have_rip && !insn && regs.rip < G_MEM_SIZE - 15) {
 			insn = c->m->mem + regs.rip;
 			n = 15;
 		}
