@@ -93,7 +93,9 @@ static int finalize_locked(struct vsched__table *t, unsigned flags)
 
 	if (t->finalized)
 		return VSCHED_EBUSY;
-	if ((flags & ~(unsigned)VSCHED_FINALIZE_ALLOW_LATE_RAISE) || !t->nkinds)
+	/* An empty table is valid: a VMM with no requests of its own still
+	 * blocks, waits on fds and kicks through vsched. */
+	if (flags & ~(unsigned)VSCHED_FINALIZE_ALLOW_LATE_RAISE)
 		return table_fail(t, VSCHED_EINVAL, 0, 0);
 
 	for (d = t->declared; d; d &= d - 1) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <string.h>
 
+#include "abi.h"
 #include "internal.h"
 
 static uint64_t rd(const _Atomic uint64_t *c)
@@ -8,12 +9,14 @@ static uint64_t rd(const _Atomic uint64_t *c)
 	return atomic_load_explicit(c, memory_order_relaxed);
 }
 
-int vsched_vcpu_read_stats(const struct vsched_vcpu *v, struct vsched_vcpu_stats *out)
+int vsched_vcpu_read_stats(const struct vsched_vcpu *v,
+			   struct vsched_vcpu_stats *caller)
 {
+	struct vsched_vcpu_stats snap, *out = &snap;
 	const struct vsched__table *t;
 	uint64_t pend, posted = 0, avoided;
 
-	if (!v || !out || out->size < sizeof(*out))
+	if (!v || !caller)
 		return VSCHED_EINVAL;
 	memset(out, 0, sizeof(*out));
 	out->size = sizeof(*out);
@@ -46,7 +49,9 @@ int vsched_vcpu_read_stats(const struct vsched_vcpu *v, struct vsched_vcpu_stats
 	vsched__halt_stats(&v->sl, &out->halt);
 	/* KVM's halt_wakeup: every wakeup of the halted vCPU, any source. */
 	out->halt.halt_wakeup = out->wakeups + out->event_wakeups;
-	return 0;
+	/* The extensible-struct rule (lib/abi.h): an older caller gets the
+	 * members it knows. */
+	return vsched__struct_out(caller, out, sizeof(*out));
 }
 
 /* ------------------------------------------------------------------ */

@@ -29,6 +29,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "internal.h"
 
 #include <urcu/urcu-bp.h>
@@ -134,14 +135,21 @@ static void wake_if_blocked(struct vsched_vcpu *v)
 		vsched__kick_decide(v, &v->sl, &v->ps.wakeups, m, 0);
 }
 
-int vsched_timer_create(struct vsched_vcpu *v, const struct vsched_timer_desc *d,
+int vsched_timer_create(struct vsched_vcpu *v,
+			const struct vsched_timer_desc *caller,
 			struct vsched_timer **out)
 {
+	struct vsched_timer_desc desc;
+	const struct vsched_timer_desc *d = &desc;
 	struct vsched_vm *vm;
 	struct vsched_timer *t;
 	int r, rc = 0;
 
-	if (!v || !d || !out || d->size != sizeof(*d) ||
+	/* The extensible-struct rule (lib/abi.h). */
+	if (!v || !caller || !out ||
+	    vsched__struct_in(&desc, sizeof(desc), caller,
+			      VSCHED__SIZE_TO(struct vsched_timer_desc,
+					      read_cost_ns)) ||
 	    d->semantics > VSCHED_TIMER_DECREMENTER ||
 	    d->cancel > VSCHED_CANCEL_ADAPTIVE)
 		return VSCHED_EINVAL;

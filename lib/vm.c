@@ -2,6 +2,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "internal.h"
 
 #define VSCHED__DEFAULT_MAX_VCPUS 256
@@ -33,15 +34,10 @@ int vsched_vm_create(const struct vsched_vm_config *cfg, struct vsched_vm **out)
 	if (!out)
 		return VSCHED_EINVAL;
 	*out = NULL;
-	if (cfg) {
-		/* Accept older (shorter) configs; the prefix we know is
-		 * copied, the rest stays zero. */
-		if (cfg->size < offsetof(struct vsched_vm_config, user) +
-					sizeof(void *) ||
-		    cfg->size > sizeof(c))
-			return VSCHED_EINVAL;
-		memcpy(&c, cfg, cfg->size);
-	}
+	/* The extensible-struct rule (lib/abi.h). */
+	if (cfg && vsched__struct_in(&c, sizeof(c), cfg,
+				     VSCHED__SIZE_TO(struct vsched_vm_config, user)))
+		return VSCHED_EINVAL;
 	if (c.max_vcpus == 0)
 		c.max_vcpus = VSCHED__DEFAULT_MAX_VCPUS;
 	if (c.max_vcpus > VSCHED__LIMIT_MAX_VCPUS)
@@ -126,4 +122,21 @@ int vsched_vm_destroy(struct vsched_vm *vm)
 void *vsched_vm_user(const struct vsched_vm *vm)
 {
 	return vm ? vm->user : NULL;
+}
+
+uint64_t vsched_now_ns(const struct vsched_vm *vm)
+{
+	return vm ? vm->ops.now_ns(vm->ops.ctx) : 0;
+}
+
+uint64_t vsched_deadline_in(const struct vsched_vm *vm, uint64_t timeout_ns)
+{
+	uint64_t now;
+
+	if (!vm || timeout_ns == VSCHED_DEADLINE_NONE)
+		return VSCHED_DEADLINE_NONE;
+	now = vm->ops.now_ns(vm->ops.ctx);
+	/* Saturate: a timeout past the clock's end never wraps into the past. */
+	return timeout_ns >= VSCHED_DEADLINE_NONE - now ? VSCHED_DEADLINE_NONE
+							 : now + timeout_ns;
 }

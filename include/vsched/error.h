@@ -48,7 +48,8 @@ extern "C" {
 	  "request table: a handler may raise a kind serviced before its own")    \
 	X(ESHUTDOWN, -(VSCHED__EOWN + 5), "vCPU has been destroyed")             \
 	X(ESTATE, -(VSCHED__EOWN + 6), "call not valid in the vCPU's current mode") \
-	X(ENOSPC, -(VSCHED__EOWN + 7), "vCPU id beyond the VM's max_vcpus")      \
+	X(ENOSPC, -(VSCHED__EOWN + 7),                                             \
+	  "a documented limit is reached (vCPU id >= max_vcpus, 8 timers a vCPU)") \
 	X(ENOHANDLER, -(VSCHED__EOWN + 8),                                         \
 	  "the kick signal has no handler installed (its default action would "  \
 	  "end the process, an ignored signal never interrupts KVM_RUN)")         \

@@ -115,8 +115,10 @@ VSCHED_API int vsched_request_declare(struct vsched_vm *vm, unsigned kind,
  * @return 0; VSCHED_ELOOP when the may-raise relation has a cycle;
  * VSCHED_EORDER when a handler may raise a kind serviced no later than its
  * own; VSCHED_ERANGE when a may-raise set names an undeclared kind;
- * VSCHED_EINVAL (NULL vm, unknown flags, no kind declared);
- * VSCHED_EBUSY (finalised already). On failure the table stays open for
+ * VSCHED_EINVAL (NULL vm, unknown flags); VSCHED_EBUSY (finalised
+ * already). A table with no kind declared is valid: the VM's vCPUs still
+ * block, wait on fds, run timers and take kicks, and every post is
+ * refused with VSCHED_ERANGE. On failure the table stays open for
  * fixing and vsched_request_table_error() names the offending pair.
  * Context: the setup thread. Implies a full barrier: vCPUs created after it
  * see the frozen table.

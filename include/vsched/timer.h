@@ -138,7 +138,9 @@ struct vsched_timer_stats {
  * Create a timer on a vCPU (setup time; up to 8 per vCPU). It starts
  * disarmed (LEVEL timers also start enabled and unmasked).
  * @return 0, VSCHED_EINVAL (NULL, bad size/semantics/policy, payload kind),
- * VSCHED_ERANGE (kind not declared), VSCHED_ENOSPC or VSCHED_ENOMEM.
+ * VSCHED_ERANGE (kind not declared), VSCHED_ENOSPC (the vCPU has its 8
+ * timers already: one per timer the guest architecture has, arm64 4, x86
+ * and power 1, with room to spare) or VSCHED_ENOMEM.
  * Context: any thread, before the vCPU runs.
  */
 VSCHED_API int vsched_timer_create(struct vsched_vcpu *vcpu,

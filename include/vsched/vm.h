@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <vsched/alloc.h>
+#include <vsched/block.h>
 #include <vsched/poll.h>
 #include <vsched/version.h>
 
@@ -138,6 +139,24 @@ VSCHED_API int vsched_vm_destroy(struct vsched_vm *vm);
 
 /** The user pointer given at creation (NULL for a NULL vm). Any thread. */
 VSCHED_API void *vsched_vm_user(const struct vsched_vm *vm);
+
+/**
+ * Now, in the VM's clock (its `now_ns` host callback; CLOCK_MONOTONIC by
+ * default): the clock every deadline of this VM is in. 0 for a NULL vm.
+ * Context: any thread.
+ */
+VSCHED_API uint64_t vsched_now_ns(const struct vsched_vm *vm);
+
+/**
+ * The absolute deadline `timeout_ns` from now in the VM's clock, for the
+ * block and wait calls: 0 gives "now" (check once, never sleep),
+ * VSCHED_DEADLINE_NONE stays none, and a sum past the clock's end
+ * saturates to VSCHED_DEADLINE_NONE instead of wrapping. Callers never read
+ * a clock of their own. VSCHED_DEADLINE_NONE for a NULL vm.
+ * Context: any thread.
+ */
+VSCHED_API uint64_t vsched_deadline_in(const struct vsched_vm *vm,
+				       uint64_t timeout_ns);
 
 #ifdef __cplusplus
 }
