@@ -4,8 +4,24 @@
  * @brief Library version and the ABI rule.
  *
  * ABI rule: within one VSCHED_VERSION_MAJOR, a public function never changes
- * its signature or meaning, enums only grow at the end, and structs passed by
- * the caller start with a `size` field so that new members can be appended.
+ * its signature or meaning, and enums only grow at the end. Every public
+ * struct is one of two kinds:
+ *
+ * - **Extensible**: it starts with `size` (configs, parameters, descriptors,
+ *   stats and results: vsched_vm_config, vsched_poll_params,
+ *   vsched_timer_desc, vsched_vcpu_stats, vsched_block_result,
+ *   vsched_kvm_config, vsched_kvm_stats ...). One rule for all of them, as
+ *   Linux's copy_struct_from_user(): passed in, a struct shorter than its
+ *   first layout is refused, a shorter one than the library's reads as if
+ *   its missing members were zero, and a longer one is accepted only when
+ *   every byte the library does not know is zero; read out, the members both
+ *   sides know are written, a longer caller's tail is zeroed and `size` says
+ *   how much was written.
+ * - **Frozen**: the callback tables vsched_host_ops and vsched_allocator
+ *   and the request descriptor vsched_request_desc never change layout
+ *   within a major version (a hypervisor declares them in static tables,
+ *   so they carry no `size`); a new callback or field comes in a new
+ *   extensible struct of its own.
  * The shared library's SONAME carries the major version and its version
  * script exports only vsched_* symbols. Until 1.0 the API is not declared
  * stable and each 0.MINOR is an ABI of its own (the SONAME carries
