@@ -509,7 +509,10 @@ static int run_once(const struct vmm_options *opt, const struct backend *be,
 	ops.kick = host_kick;
 	ops.has_event = host_has_event;
 	ops.ctx = m;
-	vsched_poll_defaults(opt->poll_policy, 200000, &poll);
+	/* The window KVM uses on this arch (x86: halt_poll_ns 200 us), from
+	 * the arch profile rather than written here again. */
+	vsched_poll_defaults(opt->poll_policy, vsched_profile_get(NULL)->poll_max_ns,
+			     &poll);
 	cfg.max_vcpus = opt->vcpus;
 	cfg.ops = &ops;
 	cfg.poll = &poll;
