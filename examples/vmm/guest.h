@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The built-in guests' ABI, shared by guest.S (KVM) and sim.c (simulated
+ * The built-in guests' ABI, shared by guest.S (KVM) and backend_sim.c (simulated
  * vCPUs): the guest-physical layout, the devices' ports and vectors, and
  * the offsets of the mailbox and of each vCPU's result area. Plain
  * #defines, so the assembler can include it.

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* vsched-vmm: what vmm.c (the VMM proper) shares with its two backends,
- * kvm.c (real guests on /dev/kvm) and sim.c (simulated vCPU threads). */
+ * backend_kvm.c (real guests on /dev/kvm) and backend_sim.c (simulated vCPU
+ * threads). */
 #ifndef VMM_H
 #define VMM_H
 
