@@ -170,6 +170,7 @@ VSCHED_API int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv);
 /**
  * Everything after KVM_RUN: leave guest mode (vsched_vcpu_exit()), mark
  * kvm_run's injection fields fresh, count a kicked exit.
+ * @param kv the adapter.
  * @param run_ret what KVM_RUN gave: 0, or the negative errno it failed with.
  * @return the exit reason (>= 0, KVM_EXIT_*; KVM_EXIT_HLT means call
  * vsched_kvm_halt()), VSCHED_KVM_KICKED for -EINTR, `run_ret` for another
