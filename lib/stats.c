@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <string.h>
 
+#include "abi.h"
 #include "internal.h"
 
 static uint64_t rd(const _Atomic uint64_t *c)
@@ -8,13 +9,29 @@ static uint64_t rd(const _Atomic uint64_t *c)
 	return atomic_load_explicit(c, memory_order_relaxed);
 }
 
+/* The first layout of struct vsched_vcpu_stats ends at event_wakeups: a
+ * caller built against it is served (lib/abi.h, out). */
+#define STATS_MIN VSCHED__SIZE_TO(struct vsched_vcpu_stats, event_wakeups)
+
+static int read_stats(const struct vsched_vcpu *v, struct vsched_vcpu_stats *out);
+
 int vsched_vcpu_read_stats(const struct vsched_vcpu *v, struct vsched_vcpu_stats *out)
+{
+	struct vsched_vcpu_stats ours;
+
+	if (!v || !out || out->size < STATS_MIN)
+		return VSCHED_EINVAL;
+	if (out->size == sizeof(*out))
+		return read_stats(v, out);
+	read_stats(v, &ours);
+	return vsched__struct_out(out, &ours, sizeof(ours));
+}
+
+static int read_stats(const struct vsched_vcpu *v, struct vsched_vcpu_stats *out)
 {
 	const struct vsched__table *t;
 	uint64_t pend, posted = 0, avoided;
 
-	if (!v || !out || out->size < sizeof(*out))
-		return VSCHED_EINVAL;
 	memset(out, 0, sizeof(*out));
 	out->size = sizeof(*out);
 	out->entries = rd(&v->vs.entries);
@@ -46,6 +63,8 @@ int vsched_vcpu_read_stats(const struct vsched_vcpu *v, struct vsched_vcpu_stats
 	vsched__halt_stats(&v->sl, &out->halt);
 	/* KVM's halt_wakeup: every wakeup of the halted vCPU, any source. */
 	out->halt.halt_wakeup = out->wakeups + out->event_wakeups;
+	out->halt_poll_fd_checks = atomic_load_explicit(&v->sl.hs.fd_checks,
+							memory_order_relaxed);
 	return 0;
 }
 
@@ -88,9 +107,10 @@ static const struct vsched_stat_desc descs[] = {
 	C("wakeups", "count", 15 + 5 * K + 3 * H),
 	C("event_kicks", "count", 16 + 5 * K + 3 * H),
 	C("event_wakeups", "count", 17 + 5 * K + 3 * H),
+	C("halt_poll_fd_checks", "count", 18 + 5 * K + 3 * H),
 };
 
-#define NVALUES (18 + 5 * K + 3 * H)
+#define NVALUES (19 + 5 * K + 3 * H)
 
 int vsched_vcpu_stat_descs(const struct vsched_stat_desc **d, unsigned *count,
 			   unsigned *nvalues)
@@ -137,6 +157,7 @@ int vsched_vcpu_stat_values(const struct vsched_vcpu *v, uint64_t *val,
 	val[15 + 5 * K + 3 * H] = s.wakeups;
 	val[16 + 5 * K + 3 * H] = s.event_kicks;
 	val[17 + 5 * K + 3 * H] = s.event_wakeups;
+	val[18 + 5 * K + 3 * H] = s.halt_poll_fd_checks;
 	return 0;
 }
 

@@ -326,9 +326,15 @@ static void test_fd_wake_source(void **state)
 	assert_int_equal(vsched_vcpu_block(v, t0 + 20000000), VSCHED_WAKE_DEADLINE);
 	assert_true(mono_ns() >= t0 + 20000000);
 
-	/* A zero deadline never sleeps, even with an fd ready. */
+	/* A zero deadline never sleeps, and "checks once": with an fd
+	 * ready, it reports the fd (issue 15 item 3). */
 	assert_int_equal(write(efd, &(uint64_t){ 1 }, 8), 8);
-	assert_int_equal(vsched_vcpu_block(v, 0), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(vsched_vcpu_block_ex(v, 0, &res), VSCHED_WAKE_FD);
+	assert_int_equal(res.nready, 1);
+	assert_int_equal(res.tags[0], 42);
+	assert_int_equal(read(efd, &junk, sizeof(junk)), sizeof(junk));
+	assert_int_equal(vsched_vcpu_block_ex(v, 0, &res), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.nready, 0);
 
 	/* Removed fds no longer wake it. */
 	assert_int_equal(vsched_vcpu_fd_del(v, efd), 0);
@@ -782,6 +788,107 @@ static void test_custom_clock_sleeps(void **state)
 	}
 }
 
+
+/* Issue 15 item 3: a deadline already past checks once and reports every
+ * ready fd, on a vCPU and on a waiter. */
+static bool never(void *arg) { (void)arg; return false; }
+
+static void test_check_once_reports_fds(void **state)
+{
+	struct vsched_block_result res = { .size = sizeof(res) };
+	struct vsched_waiter *w;
+	(void)state;
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_vcpu *v = make_vcpu(vm, 0);
+	int a = eventfd(1, EFD_NONBLOCK), b = eventfd(0, EFD_NONBLOCK);
+	int c = eventfd(1, EFD_NONBLOCK);
+	assert_true(a >= 0 && b >= 0 && c >= 0);
+	assert_int_equal(vsched_vcpu_fd_add(v, a, EPOLLIN, 7), 0);
+	assert_int_equal(vsched_vcpu_fd_add(v, b, EPOLLIN, 8), 0);
+	assert_int_equal(vsched_vcpu_fd_add(v, c, EPOLLIN, 9), 0);
+	/* Deadline 0 and a deadline in the past: both check once. */
+	for (int i = 0; i < 2; i++) {
+		uint64_t dl = i ? mono_ns() - 1000 : 0;
+		assert_int_equal(vsched_vcpu_block_ex(v, dl, &res), VSCHED_WAKE_FD);
+		assert_int_equal(res.reason, VSCHED_WAKE_FD);
+		assert_int_equal(res.nready, 2);
+		assert_true((res.tags[0] == 7 && res.tags[1] == 9) ||
+			    (res.tags[0] == 9 && res.tags[1] == 7));
+	}
+	/* Nothing ready: DEADLINE. */
+	uint64_t junk;
+	assert_int_equal(read(a, &junk, 8), 8);
+	assert_int_equal(read(c, &junk, 8), 8);
+	assert_int_equal(vsched_vcpu_block_ex(v, 0, &res), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.nready, 0);
+
+	/* The same for a waiter. */
+	assert_int_equal(vsched_waiter_create(vm, never, NULL, &w), 0);
+	assert_int_equal(vsched_waiter_fd_add(w, b, EPOLLIN, 5), 0);
+	assert_int_equal(vsched_waiter_wait(w, 0, &res), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(write(b, &(uint64_t){ 1 }, 8), 8);
+	assert_int_equal(vsched_waiter_wait(w, 0, &res), VSCHED_WAKE_FD);
+	assert_int_equal(res.nready, 1);
+	assert_int_equal(res.tags[0], 5);
+	vsched_waiter_destroy(w);
+	vsched_vm_destroy(vm);
+	close(a), close(b), close(c);
+}
+
+/* Issue 15 item 4, the measurement from the issue: a fresh vCPU with the
+ * default policy, an fd already readable, 50 halts with a +50 us deadline:
+ * every one reports the fd (the window covers the deadline, so only the
+ * poll loop's fd check can see it). */
+static void test_poll_window_sees_fds(void **state)
+{
+	struct vsched_block_result res = { .size = sizeof(res) };
+	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
+	struct vsched_vm *vm;
+	unsigned fd_wakes = 0;
+	(void)state;
+	assert_int_equal(vsched_vm_create(&cfg, &vm), 0);
+	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_vcpu *v = make_vcpu(vm, 0);
+	int efd = eventfd(1, EFD_NONBLOCK);
+	assert_true(efd >= 0);
+	assert_int_equal(vsched_vcpu_fd_add(v, efd, EPOLLIN, 77), 0);
+	for (int i = 0; i < 50; i++) {
+		int r = vsched_vcpu_block_ex(v, mono_ns() + 50000, &res);
+		if (r == VSCHED_WAKE_FD && res.nready == 1 && res.tags[0] == 77)
+			fd_wakes++;
+	}
+	print_message("fd reported in %u of 50 halts\n", fd_wakes);
+	assert_int_equal(fd_wakes, 50);
+	vsched_vm_destroy(vm);
+	close(efd);
+}
+
+/* Issue 15 item 7: no hidden limit on fds per sleeper. */
+static void test_many_fds(void **state)
+{
+	enum { N = 40 };
+	int fds[N];
+	(void)state;
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_vcpu *v = make_vcpu(vm, 0);
+	for (int i = 0; i < N; i++) {
+		fds[i] = eventfd(1, EFD_NONBLOCK);
+		assert_true(fds[i] >= 0);
+		int rc = vsched_vcpu_fd_add(v, fds[i], EPOLLIN, 1000 + (uint64_t)i);
+		if (rc)
+			print_message("fd_add #%d: %s\n", i + 1, vsched_strerror(rc));
+		assert_int_equal(rc, 0);
+	}
+	vsched_vm_destroy(vm);
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+}
+
 static void test_block_bad_input(void **state)
 {
 	struct vsched_block_result small = { .size = 4 };
@@ -811,6 +918,8 @@ static void test_block_bad_input(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		/* First: a fresh process, as the issue measured it. */
+		cmocka_unit_test(test_poll_window_sees_fds),
 		cmocka_unit_test(test_hooks_every_path),
 		cmocka_unit_test(test_vetoes),
 		cmocka_unit_test(test_fd_wake_source),
@@ -821,6 +930,8 @@ int main(void)
 		cmocka_unit_test(test_failed_first_fd_add),
 		cmocka_unit_test(test_signal_with_reasonless_wake),
 		cmocka_unit_test(test_custom_clock_sleeps),
+		cmocka_unit_test(test_check_once_reports_fds),
+		cmocka_unit_test(test_many_fds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
