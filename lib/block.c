@@ -23,10 +23,41 @@
 #define SLOT_USER 2
 #define FIRST_SLOTS 8 /* the fd tables grow from this, doubling */
 
-/* How much earlier than its deadline the default futex sleep asks to wake,
- * beyond the thread's timer slack: the scheduler's wakeup latency, which
- * the final spin then absorbs. */
-#define FUTEX_EARLY_NS 10000
+/* Timed sleeps ask the kernel to wake them early by the sleeper's learnt
+ * wakeup latency (plus, on the futex, the thread's timer slack) and spin
+ * on their word for the rest: the margin starts at MARGIN_START, follows
+ * the measured lateness of those early wakeups (EWMA, 1/8) plus
+ * MARGIN_PAD, and is capped at MARGIN_MAX so that the spin stays bounded. */
+#define MARGIN_START 10000
+#define MARGIN_PAD 2000
+#define MARGIN_MAX 100000
+
+static uint64_t early_for(uint64_t kd, uint64_t by)
+{
+	if (kd == VSCHED_DEADLINE_NONE)
+		return kd;
+	return kd > by ? kd - by : 0;
+}
+
+/* An early wakeup came `late` ns after the time it asked for: learn. */
+static void learn_margin(struct vsched__sleeper *s, uint64_t late)
+{
+	int64_t m = (int64_t)s->wake_margin_ns;
+	int64_t target = (int64_t)(late < MARGIN_MAX ? late : MARGIN_MAX) + MARGIN_PAD;
+
+	m += (target - m) / 8;
+	s->wake_margin_ns = (uint64_t)(m < MARGIN_MAX ? m : MARGIN_MAX);
+}
+
+/* The rest of an early timed wakeup: spin on the word until the kernel
+ * deadline `kd` (CLOCK_MONOTONIC) or a poster moves it. Reads only. */
+static void finish_on_time(struct vsched__sleeper *s, uint32_t blocked,
+			   uint64_t kd)
+{
+	while (atomic_load_explicit(s->word, memory_order_relaxed) == blocked &&
+	       vsched__clock_now(NULL) < kd)
+		vsched__relax();
+}
 
 /* vCPU threads of this process that are not asleep in vsched: the
  * contention veto compares it with the CPUs the process may use. */
@@ -143,18 +174,25 @@ static bool user_slot(const struct vsched__sleeper *s, uint64_t slot)
  * eventfd and the timerfd are left alone (not BLOCKED, nobody writes the
  * eventfd; the sleep drains them). Returns the number of ready user fds,
  * whose tags are in res. Owner thread, with s->nfds != 0. */
-static unsigned fd_check(struct vsched__sleeper *s,
-			 struct vsched_block_result *res)
+static unsigned collect_ready(struct vsched__sleeper *s,
+			      struct vsched_block_result *res)
 {
 	int n = epoll_pwait(s->epfd, s->ev, (int)s->nslots + 2, 0, NULL);
 
-	vsched__count(&s->hs.fd_checks);
-	res->fd_checks++;
 	clear_tags(res);
 	for (int i = 0; i < n; i++)
 		if (user_slot(s, s->ev[i].data.u64))
 			add_tag(res, s->tag_of[s->ev[i].data.u64 - SLOT_USER]);
 	return res->nready_total;
+}
+
+/* The same, from the poll loop or a check-once: counted. */
+static unsigned fd_check(struct vsched__sleeper *s,
+			 struct vsched_block_result *res)
+{
+	vsched__count(&s->hs.fd_checks);
+	res->fd_checks++;
+	return collect_ready(s, res);
 }
 
 /*
@@ -251,19 +289,20 @@ static int sleep_futex(struct target *t, uint32_t blocked, uint64_t deadline)
 		uint64_t early = kd;
 		/* The kernel's futex timeout is an hrtimer with the thread's
 		 * timer slack: it may fire that late. Ask for the deadline
-		 * minus the slack (and the wakeup latency), then spin on the
-		 * word until the deadline: the sleep ends on time without
+		 * minus the slack and the learnt wakeup latency, then spin on
+		 * the word until the deadline: the sleep ends on time without
 		 * changing the thread's slack. */
 		if (kernel && kd != VSCHED_DEADLINE_NONE) {
 			vsched__thread_slack_init(); /* once per thread */
-			uint64_t early_by = thread_slack_ns + FUTEX_EARLY_NS;
-			early = kd > early_by ? kd - early_by : 0;
+			early = early_for(kd, thread_slack_ns + s->wake_margin_ns);
 		}
 		int rc = ops->wait((uint32_t *)s->word, blocked, early, ops->ctx);
-		if (rc != -EINTR && early != kd)
-			while (atomic_load_explicit(s->word, memory_order_relaxed) == blocked &&
-			       vsched__clock_now(NULL) < kd)
-				vsched__relax();
+		if (rc != -EINTR && early != kd &&
+		    atomic_load_explicit(s->word, memory_order_relaxed) == blocked) {
+			uint64_t woke = vsched__clock_now(NULL), hard = early + thread_slack_ns;
+			learn_margin(s, woke > hard ? woke - hard : 0);
+			finish_on_time(s, blocked, kd);
+		}
 		if (atomic_load_explicit(s->word, memory_order_acquire) != blocked) {
 			fast_path_back(s);
 			/* Woken, and interrupted too: the signal is reported,
@@ -290,8 +329,12 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 	struct vsched__sleeper *s = t->s;
 	const struct vsched_host_ops *ops = &s->vm->ops;
 	struct epoll_event *ev = s->ev;
+	/* The timerfd has no slack, but the wakeup has a latency: arm it
+	 * early by the learnt margin and spin for the rest (as sleep_futex). */
+	uint64_t kd = kernel_deadline(ops, deadline);
+	uint64_t early = early_for(kd, s->wake_margin_ns);
 
-	vsched__timerfd_at(s->tfd, kernel_deadline(ops, deadline));
+	vsched__timerfd_at(s->tfd, early);
 	for (;;) {
 		uint64_t drain;
 		bool timer = false;
@@ -321,6 +364,15 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 				add_tag(res, s->tag_of[slot - SLOT_USER]);
 			}
 		}
+		if (timer && early != kd && !res->nready_total &&
+		    atomic_load_explicit(s->word, memory_order_relaxed) == blocked) {
+			uint64_t woke = vsched__clock_now(NULL);
+			learn_margin(s, woke > early ? woke - early : 0);
+			finish_on_time(s, blocked, kd);
+			/* The fds once more, as the sleep would have seen them. */
+			if (atomic_load_explicit(s->word, memory_order_relaxed) == blocked)
+				collect_ready(s, res);
+		}
 		if (atomic_load_explicit(s->word, memory_order_acquire) != blocked) {
 			fast_path_back(s);
 			return 0;
@@ -337,8 +389,11 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 		}
 		/* A stale eventfd count, or the timerfd expired before an
 		 * injected clock reached the deadline: convert it again. */
-		if (timer)
-			vsched__timerfd_at(s->tfd, kernel_deadline(ops, deadline));
+		if (timer) {
+			kd = kernel_deadline(ops, deadline);
+			early = early_for(kd, s->wake_margin_ns);
+			vsched__timerfd_at(s->tfd, early);
+		}
 		vsched__count(&s->hs.spurious);
 	}
 }
@@ -717,6 +772,7 @@ void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
 	s->vm = vm;
 	s->word = word;
 	s->epfd = s->evfd = s->tfd = -1;
+	s->wake_margin_ns = MARGIN_START;
 }
 
 static void close_fds(struct vsched__sleeper *s)

@@ -117,6 +117,7 @@ struct vsched__sleeper {
 	uint64_t poll_gen;          /* the VM's generation of `params` */
 	uint64_t own_gen_seen;      /* own_gen when `params` was taken */
 	bool own_params;            /* `params` is the sleeper's own policy */
+	uint64_t wake_margin_ns;    /* learnt wakeup latency of timed sleeps */
 	struct vsched_poll_params params; /* the policy in force */
 	bool counted_runnable;
 	/* Written by the owner, read anywhere. */
