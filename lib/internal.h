@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/epoll.h>
+
 #include <urcu/wfcqueue.h>
 
 
@@ -101,19 +103,28 @@ struct vsched__sleeper {
 	int epfd, evfd, tfd;        /* -1 until an fd is added */
 	_Atomic bool use_evfd;      /* wake through evfd instead of futex */
 	_Atomic bool guest_poll_off;
-	unsigned nfds;
-	int fd_of[32];              /* user fds by slot, -1 when free */
-	uint64_t tag_of[32];
+	/* Its own poll policy (NULL: the VM's), RCU-protected as the VM's;
+	 * own_gen is bumped by each vsched__sleeper_set_poll(). */
+	struct vsched__poll_cfg *_Atomic own_poll;
+	_Atomic uint64_t own_gen;
 	/* Owner thread only. */
+	unsigned nfds;              /* user fds registered */
+	unsigned nslots;            /* size of fd_of/tag_of, grown by fd_add */
+	int *fd_of;                 /* user fds by slot, -1 when free */
+	uint64_t *tag_of;
+	struct epoll_event *ev;     /* nslots + 2 events, for one epoll_pwait */
 	struct vsched_poll_state poll VSCHED__ALIGNED;
-	uint64_t poll_gen;
-	struct vsched_poll_params params; /* copy of the VM's, gen poll_gen */
+	uint64_t poll_gen;          /* the VM's generation of `params` */
+	uint64_t own_gen_seen;      /* own_gen when `params` was taken */
+	bool own_params;            /* `params` is the sleeper's own policy */
+	uint64_t wake_margin_ns;    /* learnt wakeup latency of timed sleeps */
+	struct vsched_poll_params params; /* the policy in force */
 	bool counted_runnable;
 	/* Written by the owner, read anywhere. */
 	struct {
 		_Atomic uint64_t successful, attempted, invalid;
 		_Atomic uint64_t success_ns, fail_ns, wait_ns, vetoed;
-		_Atomic uint64_t skips, stores, spurious;
+		_Atomic uint64_t skips, stores, spurious, fd_checks;
 		_Atomic uint64_t hist_success[VSCHED_HIST_BUCKETS];
 		_Atomic uint64_t hist_fail[VSCHED_HIST_BUCKETS];
 		_Atomic uint64_t hist_wait[VSCHED_HIST_BUCKETS];
@@ -212,6 +223,33 @@ void vsched__sleeper_fini(struct vsched__sleeper *s);
 int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 			   uint64_t tag);
 int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd);
+/* Give the sleeper its own poll policy (p NULL: the VM's again). Any
+ * thread; the same RCU scheme as vsched__poll_install(). */
+int vsched__sleeper_set_poll(struct vsched__sleeper *s,
+			     const struct vsched_poll_params *p);
+
+/* Read the calling thread's timer slack once (prctl), for the precise
+ * futex sleep (lib/block.c). */
+void vsched__thread_slack_init(void);
+
+/* A generic waiter's side of the engine (lib/waiter.c). */
+struct vsched__wait_hooks {
+	vsched_cond_fn cond;
+	void *arg;
+	void (*before_sleep)(struct vsched_waiter *w, void *hook_arg);
+	void (*after_sleep)(struct vsched_waiter *w, void *hook_arg);
+	void *hook_arg;
+	struct vsched_waiter *w;
+};
+int vsched__run_engine(struct vsched__sleeper *s,
+		       const struct vsched__wait_hooks *h, uint64_t deadline,
+		       struct vsched_block_result *res);
+/* The caller's result checked (lib/abi.h rule) and copied in, for the
+ * engine to fill; vsched__result_out() copies it back. */
+int vsched__result_in(struct vsched_block_result *ours,
+		      const struct vsched_block_result *theirs);
+void vsched__result_out(struct vsched_block_result *theirs,
+			const struct vsched_block_result *ours);
 void vsched__halt_stats(const struct vsched__sleeper *s,
 			struct vsched_halt_stats *out);
 /* Leaving the sleeper's runnable count (destroy). */
@@ -242,6 +280,9 @@ void vsched__poll_update(const struct vsched_poll_params *p,
 			 struct vsched_poll_state *s, uint64_t window_ns,
 			 uint64_t halt_ns, bool valid);
 void vsched__poll_read(struct vsched_vm *vm, struct vsched__poll_cfg *out);
+/* Check and copy a caller's parameters (lib/abi.h rule). */
+bool vsched__poll_params_ok(const struct vsched_poll_params *p,
+			    struct vsched_poll_params *n);
 
 /* Move the vCPU out of IN_GUEST/EXITING/BLOCKED/POLLING into `mode`,
  * keeping the generation, and release WAIT posters. Returns the old word. */

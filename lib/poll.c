@@ -28,8 +28,8 @@ int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
 
 /* The caller's parameters in our layout (the extensible-struct rule,
  * lib/abi.h), checked. */
-static bool params_ok(const struct vsched_poll_params *p,
-		      struct vsched_poll_params *n)
+bool vsched__poll_params_ok(const struct vsched_poll_params *p,
+			    struct vsched_poll_params *n)
 {
 	return p &&
 	       vsched__struct_in(n, sizeof(*n), p,
@@ -44,7 +44,7 @@ int vsched_poll_init(const struct vsched_poll_params *caller,
 	struct vsched_poll_params n;
 	const struct vsched_poll_params *p = &n;
 
-	if (!params_ok(caller, &n) || !s)
+	if (!vsched__poll_params_ok(caller, &n) || !s)
 		return VSCHED_EINVAL;
 	memset(s, 0, sizeof(*s));
 	/* ADAPTIVE starts optimistic (poll the whole window) until it has
@@ -59,7 +59,7 @@ uint64_t vsched_poll_window(const struct vsched_poll_params *caller,
 {
 	struct vsched_poll_params n;
 
-	if (!params_ok(caller, &n) || !s)
+	if (!vsched__poll_params_ok(caller, &n) || !s)
 		return 0;
 	return vsched__poll_window(&n, s);
 }
@@ -202,7 +202,7 @@ int vsched_poll_update(const struct vsched_poll_params *caller,
 {
 	struct vsched_poll_params n;
 
-	if (!params_ok(caller, &n) || !s)
+	if (!vsched__poll_params_ok(caller, &n) || !s)
 		return VSCHED_EINVAL;
 	vsched__poll_update(&n, s, window_ns, halt_ns, valid);
 	return 0;
@@ -239,7 +239,7 @@ int vsched__poll_install(struct vsched_vm *vm, const struct vsched_poll_params *
 	struct vsched__poll_cfg *cfg, *old;
 	struct vsched_poll_params n;
 
-	if (!params_ok(p, &n))
+	if (!vsched__poll_params_ok(p, &n))
 		return VSCHED_EINVAL;
 	cfg = vsched__alloc(&vm->alloc, sizeof(*cfg));
 	if (!cfg)
@@ -280,6 +280,7 @@ void vsched__poll_read(struct vsched_vm *vm, struct vsched__poll_cfg *out)
 int vsched_thread_init(void)
 {
 	urcu_bp_register_thread();
+	vsched__thread_slack_init();
 	return 0;
 }
 

@@ -49,6 +49,8 @@ int vsched_vcpu_read_stats(const struct vsched_vcpu *v,
 	vsched__halt_stats(&v->sl, &out->halt);
 	/* KVM's halt_wakeup: every wakeup of the halted vCPU, any source. */
 	out->halt.halt_wakeup = out->wakeups + out->event_wakeups;
+	out->halt_poll_fd_checks = atomic_load_explicit(&v->sl.hs.fd_checks,
+							memory_order_relaxed);
 	/* The extensible-struct rule (lib/abi.h): an older caller gets the
 	 * members it knows. */
 	return vsched__struct_out(caller, out, sizeof(*out));
@@ -93,9 +95,10 @@ static const struct vsched_stat_desc descs[] = {
 	C("wakeups", "count", 15 + 5 * K + 3 * H),
 	C("event_kicks", "count", 16 + 5 * K + 3 * H),
 	C("event_wakeups", "count", 17 + 5 * K + 3 * H),
+	C("halt_poll_fd_checks", "count", 18 + 5 * K + 3 * H),
 };
 
-#define NVALUES (18 + 5 * K + 3 * H)
+#define NVALUES (19 + 5 * K + 3 * H)
 
 int vsched_vcpu_stat_descs(const struct vsched_stat_desc **d, unsigned *count,
 			   unsigned *nvalues)
@@ -142,6 +145,7 @@ int vsched_vcpu_stat_values(const struct vsched_vcpu *v, uint64_t *val,
 	val[15 + 5 * K + 3 * H] = s.wakeups;
 	val[16 + 5 * K + 3 * H] = s.event_kicks;
 	val[17 + 5 * K + 3 * H] = s.event_wakeups;
+	val[18 + 5 * K + 3 * H] = s.halt_poll_fd_checks;
 	return 0;
 }
 

@@ -1,36 +1,68 @@
 /* SPDX-License-Identifier: MIT */
 /* Generic waiters: the block/poll engine for any thread that waits on a
  * condition, such as an I/O thread on a guest ring. */
+#include "abi.h"
 #include "internal.h"
 
 struct vsched_waiter {
 	_Atomic uint32_t state VSCHED__ALIGNED; /* same encoding as a mode word */
 	_Atomic uint64_t wakeups;
-	vsched_cond_fn cond;
-	void *arg;
+	struct vsched__wait_hooks hooks;
 	struct vsched__sleeper sl VSCHED__ALIGNED;
 };
 
-int vsched__run_engine(struct vsched__sleeper *s, vsched_cond_fn cond,
-		       void *arg, uint64_t deadline,
-		       struct vsched_block_result *res);
-
-int vsched_waiter_create(struct vsched_vm *vm, vsched_cond_fn cond, void *arg,
-			 struct vsched_waiter **out)
+int vsched_waiter_create_ex(struct vsched_vm *vm,
+			    const struct vsched_waiter_config *caller,
+			    struct vsched_waiter **out)
 {
+	struct vsched_waiter_config c;
 	struct vsched_waiter *w;
+	int rc;
 
-	if (!vm || !cond || !out)
+	if (!vm || !out ||
+	    vsched__struct_in(&c, sizeof(c), caller,
+			      VSCHED__SIZE_TO(struct vsched_waiter_config, poll)))
+		return VSCHED_EINVAL;
+	/* The hooks come as a pair: what before_sleep arms, after_sleep
+	 * clears. */
+	if (!c.cond || !c.before_sleep != !c.after_sleep)
 		return VSCHED_EINVAL;
 	w = vsched__alloc(&vm->alloc, sizeof(*w));
 	if (!w)
 		return VSCHED_ENOMEM;
-	w->cond = cond;
-	w->arg = arg;
+	memset(w, 0, sizeof(*w));
+	w->hooks.cond = c.cond;
+	w->hooks.arg = c.arg;
+	w->hooks.before_sleep = c.before_sleep;
+	w->hooks.after_sleep = c.after_sleep;
+	w->hooks.hook_arg = c.hook_arg;
+	w->hooks.w = w;
 	atomic_init(&w->state, VSCHED_MODE_OUTSIDE_GUEST);
 	vsched__sleeper_init(&w->sl, vm, &w->state);
+	if (c.poll && (rc = vsched__sleeper_set_poll(&w->sl, c.poll))) {
+		vsched__sleeper_fini(&w->sl);
+		vsched__free(&vm->alloc, w, sizeof(*w));
+		return rc;
+	}
 	*out = w;
 	return 0;
+}
+
+int vsched_waiter_create(struct vsched_vm *vm, vsched_cond_fn cond, void *arg,
+			 struct vsched_waiter **out)
+{
+	struct vsched_waiter_config c = {
+		.size = sizeof(c), .cond = cond, .arg = arg,
+	};
+	return vsched_waiter_create_ex(vm, &c, out);
+}
+
+int vsched_waiter_set_poll(struct vsched_waiter *w,
+			   const struct vsched_poll_params *p)
+{
+	if (!w)
+		return VSCHED_EINVAL;
+	return vsched__sleeper_set_poll(&w->sl, p);
 }
 
 int vsched_waiter_destroy(struct vsched_waiter *w)
@@ -45,9 +77,15 @@ int vsched_waiter_destroy(struct vsched_waiter *w)
 int vsched_waiter_wait(struct vsched_waiter *w, uint64_t deadline,
 		       struct vsched_block_result *res)
 {
-	if (!w || (res && res->size < sizeof(*res)))
+	struct vsched_block_result copy;
+	int r;
+
+	if (!w || (res && vsched__result_in(&copy, res)))
 		return VSCHED_EINVAL;
-	return vsched__run_engine(&w->sl, w->cond, w->arg, deadline, res);
+	r = vsched__run_engine(&w->sl, &w->hooks, deadline, res ? &copy : NULL);
+	if (res)
+		vsched__result_out(res, &copy);
+	return r;
 }
 
 int vsched_waiter_kick(struct vsched_waiter *w)

@@ -30,22 +30,34 @@ enum vsched_wake_reason {
 	VSCHED_WAKE_SIGNAL = 3,
 	/** The arch's has_event callback reported an event. */
 	VSCHED_WAKE_EVENT = 4,
-	/** A registered file descriptor is ready (see result.tags). */
+	/** A registered file descriptor is ready (see result.tags and
+	 * result.ready_tags). */
 	VSCHED_WAKE_FD = 5,
 };
 
-/** Most fd tags one block reports. */
+/** Size of the inline `tags` array of struct vsched_block_result; pass
+ * your own `ready_tags` array to get more ready fds per wake. */
 #define VSCHED_BLOCK_MAX_TAGS 8
 
-/** What a block did. Zero-initialise, then set `size`. */
+/**
+ * What a block did. Zero-initialise, then set `size` (and, to receive more
+ * than VSCHED_BLOCK_MAX_TAGS ready fds, `ready_tags` and `ready_cap`).
+ * Follows the extensible-struct rule of <vsched/version.h>: a `size`
+ * shorter than the first layout (up to `vetoed`) is refused, a longer one
+ * only with every byte this library does not know zero; on return `size`
+ * says how much was written.
+ */
 struct vsched_block_result {
 	/** sizeof(struct vsched_block_result). */
 	size_t size;
 	/** enum vsched_wake_reason (the same value the call returned). */
 	int reason;
-	/** Number of ready registered fds reported in `tags`. */
+	/** Number of ready-fd tags stored: in `ready_tags` when it is set (at
+	 * most `ready_cap`), else in `tags` (at most VSCHED_BLOCK_MAX_TAGS).
+	 * `nready_total` counts them all. */
 	unsigned nready;
-	/** Tags of the ready fds (level-triggered: still ready next time). */
+	/** Tags of the first ready fds (level-triggered: still ready next
+	 * time), always filled, also when `ready_tags` is set. */
 	uint64_t tags[VSCHED_BLOCK_MAX_TAGS];
 	/** Whole halt: poll plus sleep, as KVM measures halt_ns. */
 	uint64_t halt_ns;
@@ -57,12 +69,37 @@ struct vsched_block_result {
 	bool poll_won;
 	/** Polling was vetoed (arch, guest, contention). */
 	bool vetoed;
+	/* Appended; the first layout ends at `vetoed`. */
+	/** In: the caller's array for ready-fd tags (NULL: only `tags`). */
+	uint64_t *ready_tags;
+	/** In: the length of `ready_tags`. */
+	unsigned ready_cap;
+	/** Out: ready registered fds found in all, also those that did not fit
+	 * (they stay ready: level-triggered). */
+	unsigned nready_total;
+	/** Out: checks of the registered fds made while polling in this halt
+	 * (non-blocking epoll_pwait, rate-limited; see doc/policies.md). */
+	unsigned fd_checks;
 };
 
 /**
  * Halt until there is a reason to run: a pending request, the arch's
  * has_event, a ready registered fd, or `deadline_ns` (absolute, in the VM's
- * clock; a deadline at or before now checks once and never sleeps).
+ * clock; a deadline at or before now checks once and never sleeps: it
+ * returns VSCHED_WAKE_FD with the tags when any registered fd is ready, and
+ * VSCHED_WAKE_DEADLINE only when none is).
+ *
+ * Registered fds are a wake source of the poll window too: while polling,
+ * they are checked with a non-blocking epoll_pwait at a bounded rate (once
+ * every VSCHED_FD_CHECK_NS of polling, counted in `fd_checks` and in the
+ * halt_poll_fd_checks statistic), and once more before a deadline that ends
+ * inside the window is reported.
+ *
+ * The default futex sleep is as precise as the epoll one (whose timerfd
+ * has no timer slack): it sleeps until the deadline minus the thread's timer
+ * slack (PR_GET_TIMERSLACK, read once per thread: by vsched_thread_init() or
+ * the first block) and spins on its word for the rest. The thread's slack
+ * is never changed.
  *
  * The VM's clock is its `now_ns`. With an injected `now_ns`, the kernel
  * timers vsched sleeps on itself (the default futex wait and, with fds, the
@@ -132,19 +169,28 @@ VSCHED_API int vsched_vcpu_set_guest_poll(struct vsched_vcpu *vcpu, bool allow);
  * A thread that wakes a vCPU with fds enters a liburcu-bp read-side section
  * around its eventfd write (see vsched_vcpu_destroy()); under a seccomp
  * filter, such a thread calls vsched_thread_init() first.
- * @return 0, VSCHED_EINVAL, VSCHED_EEXIST (fd already added), VSCHED_ENOSPC
- * (32 fds), VSCHED_ENOMEM or another negative errno from the kernel.
+ * There is no fixed limit on the number of fds: the tables grow here (never
+ * on the wait path).
+ * @return 0, VSCHED_EINVAL, VSCHED_EEXIST (fd already added), VSCHED_ENOMEM
+ * (no memory for the tables, or the kernel's epoll limit
+ * max_user_watches) or another negative errno from the kernel.
  * Context: the vCPU's thread, or before the vCPU runs.
  */
 VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
 				  uint32_t events, uint64_t tag);
 
+/** Polling time between two checks of the registered fds in the poll
+ * window (ns). */
+#define VSCHED_FD_CHECK_NS 5000
+
 /** Remove a wake-source fd. @return 0, VSCHED_EINVAL or -ENOENT. */
 VSCHED_API int vsched_vcpu_fd_del(struct vsched_vcpu *vcpu, int fd);
 
 /**
- * Prepare the calling thread for vsched's wait paths (RCU registration), so
- * that nothing is allocated later, e.g. under a seccomp filter. Optional:
+ * Prepare the calling thread for vsched's wait paths (RCU registration, and
+ * reading its timer slack with prctl(PR_GET_TIMERSLACK)), so that nothing is
+ * allocated and no other syscall is made later, e.g. under a seccomp
+ * filter. Optional:
  * the first block, or the first wakeup of a vCPU that has fds, does it
  * otherwise. @return 0. Any thread.
  */

@@ -131,6 +131,21 @@ VSCHED_API int vsched_poll_update(const struct vsched_poll_params *p,
 VSCHED_API int vsched_vm_set_poll(struct vsched_vm *vm,
 				  const struct vsched_poll_params *p);
 
+struct vsched_vcpu;
+
+/**
+ * Give one vCPU its own poll policy and window (`p` copied), or with `p`
+ * NULL make it follow the VM's policy again. Takes effect at the vCPU's
+ * next halt, also while it runs, polls or blocks now; its policy state
+ * restarts (and does not restart when the VM's policy changes meanwhile).
+ * The same RCU scheme as vsched_vm_set_poll(). The guest's poll control
+ * (vsched_vcpu_set_guest_poll()) still vetoes polling on top of it.
+ * @return 0, VSCHED_EINVAL (NULL vcpu, bad size or policy) or VSCHED_ENOMEM.
+ * Context: any thread but the vCPU's own while it is inside vsched.
+ */
+VSCHED_API int vsched_vcpu_set_poll(struct vsched_vcpu *vcpu,
+				    const struct vsched_poll_params *p);
+
 /**
  * Read a VM's current policy parameters.
  * @return 0 or VSCHED_EINVAL. Any thread.

@@ -97,6 +97,9 @@ struct vsched_vcpu_stats {
 	/** Wakeups of a BLOCKED vCPU that were not posts: vsched_vcpu_kick()
 	 * and timer re-arms (so that it re-evaluates its deadline). */
 	uint64_t event_wakeups;
+	/** Non-blocking checks of the registered fds made while polling
+	 * (their time is part of the poll time above). */
+	uint64_t halt_poll_fd_checks;
 };
 
 /**

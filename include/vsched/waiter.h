@@ -15,6 +15,7 @@
 #define VSCHED_WAITER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <vsched/block.h>
 #include <vsched/stats.h>
@@ -30,12 +31,70 @@ struct vsched_waiter;
 /** The wake condition: must only read memory. */
 typedef bool (*vsched_cond_fn)(void *arg);
 
+struct vsched_poll_params;
+
+/** A waiter's sleep hook (see struct vsched_waiter_config). */
+typedef void (*vsched_waiter_hook_fn)(struct vsched_waiter *w, void *hook_arg);
+
+/**
+ * Waiter creation parameters. Zero-initialise, then set `size`
+ * (extensible-struct rule of <vsched/version.h>).
+ */
+struct vsched_waiter_config {
+	/** sizeof(struct vsched_waiter_config). */
+	size_t size;
+	/** The wake condition (required). */
+	vsched_cond_fn cond;
+	/** Its argument. */
+	void *arg;
+	/**
+	 * Called on the consumer's thread after the poll window, right before
+	 * the engine arms "needs kick" (state BLOCKED), full barrier, and
+	 * re-checks `cond`: only when the waiter is about to sleep, never
+	 * while it polls. Arm your own needs-kick flag here (virtio's
+	 * notification suppression); the engine's barrier orders that store
+	 * before its re-check, so a producer that published before reading
+	 * the flag is seen by the re-check. Set both hooks or neither.
+	 */
+	vsched_waiter_hook_fn before_sleep;
+	/** Called exactly once after each before_sleep, on every path out of
+	 * the sleep (the re-check found the condition, a kick, a ready fd,
+	 * the deadline, a signal): clear the needs-kick flag here. */
+	vsched_waiter_hook_fn after_sleep;
+	/** The hooks' argument. */
+	void *hook_arg;
+	/** The waiter's own poll policy, copied (NULL: the VM's). See
+	 * vsched_waiter_set_poll(). */
+	const struct vsched_poll_params *poll;
+};
+
 /**
  * Create a waiter that uses `vm`'s poll policy, host ops and allocator.
  * @return 0, VSCHED_EINVAL or VSCHED_ENOMEM. Context: any thread.
  */
 VSCHED_API int vsched_waiter_create(struct vsched_vm *vm, vsched_cond_fn cond,
 				    void *arg, struct vsched_waiter **out);
+
+/**
+ * Create a waiter with hooks around its sleep and, optionally, its own poll
+ * policy.
+ * @return 0, VSCHED_EINVAL (NULL, no cond, one hook without the other, bad
+ * size or poll parameters) or VSCHED_ENOMEM. Context: any thread.
+ */
+VSCHED_API int vsched_waiter_create_ex(struct vsched_vm *vm,
+				       const struct vsched_waiter_config *cfg,
+				       struct vsched_waiter **out);
+
+/**
+ * Give the waiter its own poll policy and window (`p` copied), or with
+ * `p` NULL make it follow the VM's policy again. Takes effect at its next
+ * wait, also while it waits now; its policy state restarts. The old
+ * parameters are freed after an RCU grace period, as vsched_vm_set_poll()
+ * does. @return 0, VSCHED_EINVAL or VSCHED_ENOMEM.
+ * Context: any thread but the waiter's consumer while it waits.
+ */
+VSCHED_API int vsched_waiter_set_poll(struct vsched_waiter *w,
+				      const struct vsched_poll_params *p);
 
 /**
  * Destroy a waiter (closes its fds). @return 0 or VSCHED_EINVAL.

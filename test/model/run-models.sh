@@ -32,6 +32,8 @@ sleeper.pml - pass
 sleeper.pml SPLIT_MECH fail
 sleeper.pml NO_GRACE_PERIOD fail
 sleeper.pml NO_DESTROYED_CHECK fail
+needskick.pml - pass
+needskick.pml HOOK_AFTER_RECHECK fail
 PLAN
 
 while read -r model variant expect; do

@@ -326,9 +326,15 @@ static void test_fd_wake_source(void **state)
 	assert_int_equal(vsched_vcpu_block(v, t0 + 20000000), VSCHED_WAKE_DEADLINE);
 	assert_true(mono_ns() >= t0 + 20000000);
 
-	/* A zero deadline never sleeps, even with an fd ready. */
+	/* A zero deadline never sleeps, and "checks once": with an fd
+	 * ready, it reports the fd (issue 15 item 3). */
 	assert_int_equal(write(efd, &(uint64_t){ 1 }, 8), 8);
-	assert_int_equal(vsched_vcpu_block(v, 0), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(vsched_vcpu_block_ex(v, 0, &res), VSCHED_WAKE_FD);
+	assert_int_equal(res.nready, 1);
+	assert_int_equal(res.tags[0], 42);
+	assert_int_equal(read(efd, &junk, sizeof(junk)), sizeof(junk));
+	assert_int_equal(vsched_vcpu_block_ex(v, 0, &res), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.nready, 0);
 
 	/* Removed fds no longer wake it. */
 	assert_int_equal(vsched_vcpu_fd_del(v, efd), 0);
@@ -782,6 +788,300 @@ static void test_custom_clock_sleeps(void **state)
 	}
 }
 
+
+/* Issue 15 item 3: a deadline already past checks once and reports every
+ * ready fd, on a vCPU and on a waiter. */
+static bool never(void *arg) { (void)arg; return false; }
+
+static void test_check_once_reports_fds(void **state)
+{
+	struct vsched_block_result res = { .size = sizeof(res) };
+	struct vsched_waiter *w;
+	(void)state;
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_vcpu *v = make_vcpu(vm, 0);
+	int a = eventfd(1, EFD_NONBLOCK), b = eventfd(0, EFD_NONBLOCK);
+	int c = eventfd(1, EFD_NONBLOCK);
+	assert_true(a >= 0 && b >= 0 && c >= 0);
+	assert_int_equal(vsched_vcpu_fd_add(v, a, EPOLLIN, 7), 0);
+	assert_int_equal(vsched_vcpu_fd_add(v, b, EPOLLIN, 8), 0);
+	assert_int_equal(vsched_vcpu_fd_add(v, c, EPOLLIN, 9), 0);
+	/* Deadline 0 and a deadline in the past: both check once. */
+	for (int i = 0; i < 2; i++) {
+		uint64_t dl = i ? mono_ns() - 1000 : 0;
+		assert_int_equal(vsched_vcpu_block_ex(v, dl, &res), VSCHED_WAKE_FD);
+		assert_int_equal(res.reason, VSCHED_WAKE_FD);
+		assert_int_equal(res.nready, 2);
+		assert_true((res.tags[0] == 7 && res.tags[1] == 9) ||
+			    (res.tags[0] == 9 && res.tags[1] == 7));
+	}
+	/* Nothing ready: DEADLINE. */
+	uint64_t junk;
+	assert_int_equal(read(a, &junk, 8), 8);
+	assert_int_equal(read(c, &junk, 8), 8);
+	assert_int_equal(vsched_vcpu_block_ex(v, 0, &res), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.nready, 0);
+
+	/* The same for a waiter. */
+	assert_int_equal(vsched_waiter_create(vm, never, NULL, &w), 0);
+	assert_int_equal(vsched_waiter_fd_add(w, b, EPOLLIN, 5), 0);
+	assert_int_equal(vsched_waiter_wait(w, 0, &res), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(write(b, &(uint64_t){ 1 }, 8), 8);
+	assert_int_equal(vsched_waiter_wait(w, 0, &res), VSCHED_WAKE_FD);
+	assert_int_equal(res.nready, 1);
+	assert_int_equal(res.tags[0], 5);
+	vsched_waiter_destroy(w);
+	vsched_vm_destroy(vm);
+	close(a), close(b), close(c);
+}
+
+/* Issue 15 item 4, the measurement from the issue: a fresh vCPU with the
+ * default policy, an fd already readable, 50 halts with a +50 us deadline:
+ * every one reports the fd (the window covers the deadline, so only the
+ * poll loop's fd check can see it). */
+static void test_poll_window_sees_fds(void **state)
+{
+	struct vsched_block_result res = { .size = sizeof(res) };
+	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
+	struct vsched_vm *vm;
+	unsigned fd_wakes = 0;
+	(void)state;
+	assert_int_equal(vsched_vm_create(&cfg, &vm), 0);
+	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_vcpu *v = make_vcpu(vm, 0);
+	int efd = eventfd(1, EFD_NONBLOCK);
+	assert_true(efd >= 0);
+	assert_int_equal(vsched_vcpu_fd_add(v, efd, EPOLLIN, 77), 0);
+	for (int i = 0; i < 50; i++) {
+		int r = vsched_vcpu_block_ex(v, mono_ns() + 50000, &res);
+		if (r == VSCHED_WAKE_FD && res.nready == 1 && res.tags[0] == 77)
+			fd_wakes++;
+	}
+	print_message("fd reported in %u of 50 halts\n", fd_wakes);
+	assert_int_equal(fd_wakes, 50);
+	/* Found by the poll loop's checks, which are counted. */
+	assert_true(stats_of(v).halt_poll_fd_checks >= 50);
+	vsched_vm_destroy(vm);
+	close(efd);
+}
+
+/* Issue 15 item 7: no hidden limit on fds per sleeper. */
+static void test_many_fds(void **state)
+{
+	enum { N = 40 };
+	int fds[N];
+	(void)state;
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_vcpu *v = make_vcpu(vm, 0);
+	for (int i = 0; i < N; i++) {
+		fds[i] = eventfd(1, EFD_NONBLOCK);
+		assert_true(fds[i] >= 0);
+		int rc = vsched_vcpu_fd_add(v, fds[i], EPOLLIN, 1000 + (uint64_t)i);
+		if (rc)
+			print_message("fd_add #%d: %s\n", i + 1, vsched_strerror(rc));
+		assert_int_equal(rc, 0);
+	}
+	/* All 40 ready: a caller's array of 64 gets every tag, on the
+	 * check-once path and on the sleep path. */
+	for (int pass = 0; pass < 2; pass++) {
+		uint64_t got[64];
+		uint64_t seen = 0;
+		struct vsched_block_result res = { .size = sizeof(res),
+						   .ready_tags = got,
+						   .ready_cap = 64 };
+		uint64_t dl = pass ? VSCHED_DEADLINE_NONE : 0;
+		assert_int_equal(vsched_vcpu_block_ex(v, dl, &res), VSCHED_WAKE_FD);
+		assert_int_equal(res.nready, N);
+		assert_int_equal(res.nready_total, N);
+		for (int i = 0; i < N; i++) {
+			assert_true(got[i] >= 1000 && got[i] < 1000 + N);
+			seen |= UINT64_C(1) << (got[i] - 1000);
+		}
+		assert_int_equal(seen, (UINT64_C(1) << N) - 1);
+		/* The inline tags hold the first VSCHED_BLOCK_MAX_TAGS. */
+		for (int i = 0; i < VSCHED_BLOCK_MAX_TAGS; i++)
+			assert_int_equal(res.tags[i], got[i]);
+	}
+	/* A smaller array: filled, and the total still counted. */
+	{
+		uint64_t got[5];
+		struct vsched_block_result res = { .size = sizeof(res),
+						   .ready_tags = got,
+						   .ready_cap = 5 };
+		assert_int_equal(vsched_vcpu_block_ex(v, 0, &res), VSCHED_WAKE_FD);
+		assert_int_equal(res.nready, 5);
+		assert_int_equal(res.nready_total, N);
+	}
+	/* Without an array: the inline tags, 8 of them. */
+	{
+		struct vsched_block_result res = { .size = sizeof(res) };
+		assert_int_equal(vsched_vcpu_block_ex(v, 0, &res), VSCHED_WAKE_FD);
+		assert_int_equal(res.nready, VSCHED_BLOCK_MAX_TAGS);
+		assert_int_equal(res.nready_total, N);
+	}
+	/* A caller built against the first layout (ending at `vetoed`) is
+	 * served; shorter is refused; longer only with a zero tail. */
+	{
+		struct { struct vsched_block_result r; uint64_t extra; } big;
+		size_t first = offsetof(struct vsched_block_result, vetoed) + sizeof(bool);
+		memset(&big, 0, sizeof(big));
+		big.r.size = first;
+		assert_int_equal(vsched_vcpu_block_ex(v, 0, &big.r), VSCHED_WAKE_FD);
+		assert_int_equal(big.r.nready, VSCHED_BLOCK_MAX_TAGS);
+		assert_int_equal(big.r.size, first);
+		big.r.size = first - 1;
+		assert_int_equal(vsched_vcpu_block_ex(v, 0, &big.r), VSCHED_EINVAL);
+		memset(&big, 0, sizeof(big));
+		big.r.size = sizeof(big);
+		assert_int_equal(vsched_vcpu_block_ex(v, 0, &big.r), VSCHED_WAKE_FD);
+		memset(&big, 0, sizeof(big));
+		big.r.size = sizeof(big);
+		big.extra = 1;
+		assert_int_equal(vsched_vcpu_block_ex(v, 0, &big.r), VSCHED_EINVAL);
+	}
+	vsched_vm_destroy(vm);
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+}
+
+/* Issue 15 item 6: a waiter's before_sleep runs only when the engine really
+ * sleeps (after the poll window, never while polling), after_sleep once on
+ * every path out of that sleep. Log: C cond (P while polling), b/a hooks,
+ * W wait. */
+static char wlog[256];
+static unsigned nwlog;
+static atomic_int wcond;
+static void wl(char c) { if (nwlog + 1 < sizeof(wlog)) { wlog[nwlog++] = c; wlog[nwlog] = 0; } }
+static bool w_cond(void *arg) { (void)arg; if (!nwlog || (wlog[nwlog-1] != 'C')) wl('C'); return atomic_load(&wcond); }
+static void w_before(struct vsched_waiter *w, void *a) { (void)w; assert_ptr_equal(a, &wcond); wl('b'); }
+static void w_after(struct vsched_waiter *w, void *a) { (void)w; (void)a; wl('a'); }
+static struct vsched_waiter *hooked_w;
+static int w_wait_true(struct fake_host *h, uint32_t *w, uint32_t exp, uint64_t dl)
+{
+	(void)h, (void)w, (void)exp, (void)dl;
+	wl('W');
+	/* A producer: publishes, then kicks (it sees "needs kick"). */
+	atomic_store(&wcond, 1);
+	assert_int_equal(vsched_waiter_kick(hooked_w), 1);
+	return 0;
+}
+static int w_wait_signal(struct fake_host *h, uint32_t *w, uint32_t exp, uint64_t dl)
+{
+	(void)h, (void)w, (void)exp, (void)dl;
+	wl('W');
+	return -4;
+}
+
+static void test_waiter_hooks(void **state)
+{
+	struct fake_host h = { .on_clock = tick };
+	struct vsched_host_ops ops = fake_ops(&h);
+	struct vsched_block_result res = { .size = sizeof(res) };
+	struct vsched_waiter *w;
+	(void)state;
+	struct vsched_vm *vm = make_vm(&ops, 2000);
+	struct vsched_waiter_config c = { .size = sizeof(c), .cond = w_cond,
+					  .before_sleep = w_before,
+					  .after_sleep = w_after,
+					  .hook_arg = &wcond };
+	assert_int_equal(vsched_waiter_create_ex(vm, &c, &w), 0);
+	hooked_w = w;
+
+	/* Condition true at once: no hooks. */
+	atomic_store(&wcond, 1);
+	nwlog = 0;
+	assert_int_equal(vsched_waiter_wait(w, VSCHED_DEADLINE_NONE, &res), VSCHED_WAKE_REQUEST);
+	assert_string_equal(wlog, "C");
+	/* Deadline inside the poll window: polled, never slept, no hooks. */
+	atomic_store(&wcond, 0);
+	nwlog = 0;
+	assert_int_equal(vsched_waiter_wait(w, h.now + 500, &res), VSCHED_WAKE_DEADLINE);
+	assert_string_equal(wlog, "C");
+	assert_true(res.poll_ns > 0);
+	/* Poll window ends, deadline later: before_sleep after the polling,
+	 * then the re-check, the sleep (the default fake wait times out),
+	 * after_sleep on the way out. */
+	nwlog = 0;
+	h.waits = 0;
+	assert_int_equal(vsched_waiter_wait(w, h.now + 100000, &res), VSCHED_WAKE_DEADLINE);
+	assert_string_equal(wlog, "CbCa"); /* the fake wait times out, unlogged */
+	assert_int_equal(h.waits, 1);
+	/* The condition comes true in the sleep: after_sleep once. */
+	h.on_wait = w_wait_true;
+	nwlog = 0;
+	assert_int_equal(vsched_waiter_wait(w, VSCHED_DEADLINE_NONE, &res), VSCHED_WAKE_REQUEST);
+	assert_string_equal(wlog, "CbCWCa");
+	/* A signal: after_sleep. */
+	atomic_store(&wcond, 0);
+	h.on_wait = w_wait_signal;
+	nwlog = 0;
+	assert_int_equal(vsched_waiter_wait(w, VSCHED_DEADLINE_NONE, &res), VSCHED_WAKE_SIGNAL);
+	assert_string_equal(wlog, "CbCWa");
+	/* One hook without the other is refused; the old create has none. */
+	c.after_sleep = NULL;
+	assert_int_equal(vsched_waiter_create_ex(vm, &c, &w), VSCHED_EINVAL);
+	c.size = 4;
+	assert_int_equal(vsched_waiter_create_ex(vm, &c, &w), VSCHED_EINVAL);
+	assert_int_equal(vsched_waiter_create_ex(vm, NULL, &w), VSCHED_EINVAL);
+	vsched_waiter_destroy(w);
+	vsched_vm_destroy(vm);
+}
+
+/* Issue 15 item 5: a vCPU's and a waiter's own poll policy. */
+static void test_own_poll_policy(void **state)
+{
+	struct rig r;
+	struct vsched_block_result res = { .size = sizeof(res) };
+	struct vsched_poll_params none, fixed;
+	struct vsched_waiter *w;
+	(void)state;
+
+	rig_up(&r, VSCHED_POLL_FIXED, 50000);
+	r.h.on_wait = wait_timeout;
+	vsched_poll_defaults(VSCHED_POLL_NONE, 0, &none);
+	vsched_poll_defaults(VSCHED_POLL_FIXED, 3000, &fixed);
+	/* The VM's: a 50 us window. */
+	assert_int_equal(vsched_vcpu_block_ex(r.v, r.h.now + 100000, &res), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.window_ns, 50000);
+	/* Its own: no polling, and no veto either (not the guest's knob). */
+	assert_int_equal(vsched_vcpu_set_poll(r.v, &none), 0);
+	assert_int_equal(vsched_vcpu_block_ex(r.v, r.h.now + 100000, &res), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.window_ns, 0);
+	assert_false(res.vetoed);
+	assert_int_equal(vsched_vcpu_set_poll(r.v, &fixed), 0);
+	assert_int_equal(vsched_vcpu_block_ex(r.v, r.h.now + 100000, &res), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.window_ns, 3000);
+	/* A VM change does not override the vCPU's own... */
+	assert_int_equal(vsched_vm_set_poll(r.vm, &none), 0);
+	assert_int_equal(vsched_vcpu_block_ex(r.v, r.h.now + 100000, &res), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.window_ns, 3000);
+	/* ...and NULL follows the VM's again. */
+	assert_int_equal(vsched_vcpu_set_poll(r.v, NULL), 0);
+	assert_int_equal(vsched_vcpu_block_ex(r.v, r.h.now + 100000, &res), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.window_ns, 0);
+	/* A waiter: its own from creation, then the VM's. */
+	struct vsched_waiter_config c = { .size = sizeof(c), .cond = never, .poll = &fixed };
+	assert_int_equal(vsched_waiter_create_ex(r.vm, &c, &w), 0);
+	assert_int_equal(vsched_waiter_wait(w, r.h.now + 100000, &res), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.window_ns, 3000);
+	assert_int_equal(vsched_waiter_set_poll(w, NULL), 0);
+	assert_int_equal(vsched_waiter_wait(w, r.h.now + 100000, &res), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.window_ns, 0);
+	/* Bad input. */
+	fixed.policy = 99;
+	assert_int_equal(vsched_vcpu_set_poll(r.v, &fixed), VSCHED_EINVAL);
+	assert_int_equal(vsched_waiter_set_poll(w, &fixed), VSCHED_EINVAL);
+	assert_int_equal(vsched_vcpu_set_poll(NULL, NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_waiter_set_poll(NULL, NULL), VSCHED_EINVAL);
+	vsched_waiter_destroy(w);
+	vsched_vm_destroy(r.vm);
+}
+
 static void test_block_bad_input(void **state)
 {
 	struct vsched_block_result small = { .size = 4 };
@@ -811,6 +1111,8 @@ static void test_block_bad_input(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		/* First: a fresh process, as the issue measured it. */
+		cmocka_unit_test(test_poll_window_sees_fds),
 		cmocka_unit_test(test_hooks_every_path),
 		cmocka_unit_test(test_vetoes),
 		cmocka_unit_test(test_fd_wake_source),
@@ -821,6 +1123,10 @@ int main(void)
 		cmocka_unit_test(test_failed_first_fd_add),
 		cmocka_unit_test(test_signal_with_reasonless_wake),
 		cmocka_unit_test(test_custom_clock_sleeps),
+		cmocka_unit_test(test_check_once_reports_fds),
+		cmocka_unit_test(test_many_fds),
+		cmocka_unit_test(test_waiter_hooks),
+		cmocka_unit_test(test_own_poll_policy),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
