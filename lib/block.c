@@ -6,6 +6,7 @@
  * unblocking hook, policy update, KVM-named stats.
  */
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
@@ -200,37 +201,32 @@ static unsigned fd_check(struct vsched__sleeper *s,
  * the one the sleeper sleeps on: both read use_evfd, and only the owner
  * thread sets it, before the BLOCKED exchange whose value our CAS read.
  *
- * The eventfd write runs in an RCU read-side section (liburcu-bp) that
- * re-reads the word: vsched_vcpu_destroy() publishes DESTROYED, waits for a
- * grace period, and only then closes the eventfd. So either this section
- * began before the grace period (destroy waits for our write), or it sees
- * DESTROYED and skips the write: never a write into a closed, reused fd
- * number. The futex wake needs none of this: the word lives as long as the
- * VM. Only this slow path (a sleeper with fds) pays for the section.
+ * The wake is a callout (internal.h): vsched_vcpu_destroy() publishes
+ * DESTROYED and waits for callouts in flight before it closes the eventfd
+ * and returns, so the write never lands in a closed, reused fd number and
+ * a custom wake callback never runs after destroy returned.
  */
 void vsched__wake_sleeper(struct vsched__sleeper *s)
 {
+	if (!vsched__callout_begin(s))
+		return; /* destroyed: nobody sleeps there any more */
 	if (atomic_load_explicit(&s->use_evfd, memory_order_acquire)) {
 		uint64_t one = 1;
-		urcu_bp_read_lock();
-		if (vsched__mode_of(atomic_load_explicit(s->word, memory_order_relaxed)) !=
-		    VSCHED_MODE_DESTROYED) {
-			ssize_t r = write(s->evfd, &one, sizeof(one));
-			(void)r; /* EAGAIN: the counter is saturated, still readable */
-		}
-		VSCHED__TSAN_RELEASE(s); /* the grace period, for TSan */
-		urcu_bp_read_unlock();
+		ssize_t r = write(s->evfd, &one, sizeof(one));
+		(void)r; /* EAGAIN: the counter is saturated, still readable */
 	} else {
 		s->vm->ops.wake((uint32_t *)s->word, s->vm->ops.ctx);
 	}
+	vsched__callout_end(s);
 }
 
+/* After DESTROYED is published: wait for the wakers' callouts still in
+ * flight (a poster preempted between its CAS and its write or callback). */
 void vsched__sleeper_quiesce(struct vsched__sleeper *s)
 {
-	if (atomic_load_explicit(&s->use_evfd, memory_order_relaxed)) {
-		urcu_bp_synchronize_rcu();
-		VSCHED__TSAN_ACQUIRE(s);
-	}
+	while (atomic_load_explicit(&s->callouts, memory_order_seq_cst))
+		sched_yield();
+	VSCHED__TSAN_ACQUIRE(s);
 }
 
 /*

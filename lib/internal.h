@@ -102,6 +102,7 @@ struct vsched__sleeper {
 	_Atomic uint32_t *word;     /* the mode word (futex) */
 	int epfd, evfd, tfd;        /* -1 until an fd is added */
 	_Atomic bool use_evfd;      /* wake through evfd instead of futex */
+	_Atomic uint32_t callouts;  /* wakers inside a callout (see below) */
 	_Atomic bool guest_poll_off;
 	/* Its own poll policy (NULL: the VM's), RCU-protected as the VM's;
 	 * own_gen is bumped by each vsched__sleeper_set_poll(). */
@@ -322,5 +323,33 @@ void vsched__timerfd_at(int fd, uint64_t deadline_ns);
 
 void *vsched__alloc(const struct vsched_allocator *a, size_t size);
 void vsched__free(const struct vsched_allocator *a, void *p, size_t size);
+
+/*
+ * A waker's callout: what a poster does after it won the mode word and
+ * that touches state vsched_vcpu_destroy() tears down or hands back to the
+ * VMM (the kick eventfd write, the `kick` and `wake` host callbacks). The
+ * waker counts itself in, then re-reads the word and skips the callout once
+ * it says DESTROYED; destroy publishes DESTROYED, then waits for the count
+ * to drain (vsched__sleeper_quiesce()). Both sides are seq_cst, a Dekker
+ * pair: either the waker sees DESTROYED, or destroy sees it counted and
+ * waits. test/model/sleeper.pml, variants NO_GRACE_PERIOD (destroy does not
+ * wait) and NO_DESTROYED_CHECK (the waker does not re-read).
+ */
+static inline bool vsched__callout_begin(struct vsched__sleeper *s)
+{
+	atomic_fetch_add_explicit(&s->callouts, 1, memory_order_seq_cst);
+	if (vsched__mode_of(atomic_load_explicit(s->word, memory_order_seq_cst)) ==
+	    VSCHED_MODE_DESTROYED) {
+		atomic_fetch_sub_explicit(&s->callouts, 1, memory_order_release);
+		return false;
+	}
+	return true;
+}
+
+static inline void vsched__callout_end(struct vsched__sleeper *s)
+{
+	VSCHED__TSAN_RELEASE(s); /* destroy's wait, for TSan */
+	atomic_fetch_sub_explicit(&s->callouts, 1, memory_order_release);
+}
 
 #endif /* VSCHED__INTERNAL_H */

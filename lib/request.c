@@ -200,8 +200,12 @@ int vsched__kick_decide(struct vsched_vcpu *v, struct vsched__sleeper *s,
 							     ? &v->ps.kicks_sent
 							     : &v->ps.event_kicks);
 				VSCHED__TRACE1(kick, v->id);
-				if (ops->kick)
+				/* A callout (internal.h): never after
+				 * vsched_vcpu_destroy() has returned. */
+				if (ops->kick && vsched__callout_begin(s)) {
 					ops->kick(v, ops->ctx);
+					vsched__callout_end(s);
+				}
 				return 1;
 			}
 			continue;

@@ -95,10 +95,11 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 	vm->graveyard = v;
 	pthread_mutex_unlock(&vm->lock);
 	vsched__sleeper_retire(&v->sl);
-	/* A poster that won BLOCKED -> OUTSIDE_GUEST just before the word
-	 * said DESTROYED may still be about to write the kick eventfd: close
-	 * it only after a grace period (see vsched__wake_sleeper()), so that
-	 * the write never lands in a reused fd number. */
+	/* A poster that won the word just before it said DESTROYED may still
+	 * be about to write the kick eventfd or call the kick or wake
+	 * callback: wait for those callouts (internal.h) before the eventfd
+	 * is closed and before returning, so that no write lands in a reused
+	 * fd number and no callback runs after destroy returned. */
 	vsched__sleeper_quiesce(&v->sl);
 	vsched__sleeper_fini(&v->sl);
 	vsched__drain_payloads(v);

@@ -56,11 +56,14 @@ VSCHED_API int vsched_vcpu_create(struct vsched_vm *vm, unsigned id,
  * VSCHED_ESHUTDOWN, pending payloads go to the `payload_drop` callback and
  * its id may be reused. The memory stays valid until vsched_vm_destroy(), so
  * a stale handle never touches freed memory. Other threads may still be
- * posting: a poster that woke the vCPU just before it became DESTROYED may
- * still be writing its kick eventfd, so for a vCPU with fds
- * (vsched_vcpu_fd_add()) destroy waits for an RCU grace period (liburcu-bp)
- * before closing its descriptors; a descriptor number it returns to the
- * process never receives a late write.
+ * posting: a poster that won the vCPU's mode just before it became
+ * DESTROYED may still be about to write its kick eventfd or call the `kick`
+ * or `wake` host callback. Destroy waits for those (briefly: they are one
+ * syscall or callback each) before it closes its descriptors and returns:
+ * a descriptor number it returns to the process never receives a late
+ * write, and once it has returned no host callback runs for this vCPU, so
+ * the VMM may tear down what its kick uses (vsched_kvm_detach(), the
+ * kvm_run mapping).
  * Context: any thread, once the vCPU's own thread has stopped using it.
  * @return 0, VSCHED_EINVAL or VSCHED_ESHUTDOWN (destroyed already).
  */

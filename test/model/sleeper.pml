@@ -13,11 +13,12 @@
  * user fd, which becomes ready once) or on the futex, by the mechanism the
  * sleeper chose. Posters set the request, read the mode and, on BLOCKED, CAS
  * it to OUTSIDE and wake the sleeper by the mechanism the waker chose: the
- * futex, or a write to the eventfd inside an RCU read-side section that
- * first checks the word for DESTROYED. When the vCPU thread is done, a
- * destroyer publishes DESTROYED, waits for a grace period (the readers
- * present when it starts), and closes the eventfd, whose number may then be
- * reused by anything.
+ * futex, or a write to the eventfd, as a callout (lib/internal.h): count
+ * itself in, re-check the word for DESTROYED, write, count itself out. When
+ * the vCPU thread is done, a destroyer publishes DESTROYED, waits until no
+ * callout is counted, and closes the eventfd, whose number may then be
+ * reused by anything. (The kick and wake callbacks are callouts of the same
+ * shape; the eventfd write stands for all three.)
  *
  * Properties:
  *  - no lost wakeup: whenever everything is stuck with the vCPU asleep, no
@@ -29,10 +30,11 @@
  *                         the epoll set exists, the waker chooses the
  *                         eventfd by a flag set only after the caller's fd
  *                         was accepted (lost wakeup)
- *   -DNO_GRACE_PERIOD     destroy closes the eventfd at once (late write)
- *   -DNO_DESTROYED_CHECK  the waker's read-side section does not re-check
- *                         the word: it may begin after the grace period
- *                         (late write)
+ *   -DNO_GRACE_PERIOD     destroy closes the eventfd at once, without
+ *                         waiting for callouts (late write)
+ *   -DNO_DESTROYED_CHECK  the waker does not re-check the word after
+ *                         counting itself in: it may start after destroy's
+ *                         wait (late write)
  */
 
 #define NP 2      /* posters, one post each */
@@ -50,7 +52,7 @@ bit evfd_open;    /* the kick eventfd is open under its number */
 byte evfd_count;  /* its counter */
 bit user_fd;      /* the caller's fd is ready (once) */
 bit futex_asleep;
-bit inrcu[NP];
+byte callouts;    /* wakers inside a callout */
 bit vcpu_done;
 
 proctype vcpu()
@@ -139,7 +141,7 @@ proctype poster(byte i)
 	fi;
 	if
 	:: won && use_evfd ->
-		inrcu[i] = 1;                /* urcu_bp_read_lock() */
+		callouts++;                  /* vsched__callout_begin() */
 #ifndef NO_DESTROYED_CHECK
 		if
 		:: mode != DESTROYED ->
@@ -149,7 +151,7 @@ proctype poster(byte i)
 		:: else -> skip
 		fi;
 #endif
-		inrcu[i] = 0                 /* urcu_bp_read_unlock() */
+		callouts--                   /* vsched__callout_end() */
 	:: won && !use_evfd ->
 		futex_asleep = 0             /* futex wake */
 	:: else -> skip
@@ -159,13 +161,10 @@ out:	skip
 
 proctype destroyer()
 {
-	bit s0, s1;
 	(vcpu_done);                         /* its thread stopped using it */
 	mode = DESTROYED;
 #ifndef NO_GRACE_PERIOD
-	/* synchronize_rcu(): wait for the readers present at its start */
-	atomic { s0 = inrcu[0]; s1 = inrcu[1] };
-	(!s0 || !inrcu[0]) && (!s1 || !inrcu[1]);
+	(callouts == 0);                     /* vsched__sleeper_quiesce() */
 #endif
 	evfd_open = 0                        /* close: the number is free */
 }

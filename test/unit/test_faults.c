@@ -363,6 +363,74 @@ static void test_destroy_against_mid_wake_poster(void **state)
 			 (long long)st.st_size, kick_evfd);
 }
 
+/* The kick callback is the VMM's: once vsched_vcpu_destroy() has returned,
+ * the VMM may tear down what its kick uses (the KVM adapter, the kvm_run
+ * mapping), so no kick may still be running or start later. A poster that
+ * won IN_GUEST -> EXITING_GUEST is held inside the callback; destroy must
+ * not return before the callback has. */
+static atomic_int kick_entered, kick_release, kick_done, destroy_returned;
+static atomic_int kick_ran_after_destroy;
+
+static void held_kick(struct vsched_vcpu *v, void *ctx)
+{
+	(void)v, (void)ctx;
+	if (atomic_load(&destroy_returned))
+		atomic_store(&kick_ran_after_destroy, 1);
+	atomic_store(&kick_entered, 1);
+	while (!atomic_load(&kick_release))
+		usleep(1000);
+	if (atomic_load(&destroy_returned))
+		atomic_store(&kick_ran_after_destroy, 1);
+	atomic_store(&kick_done, 1);
+}
+
+static void *kick_poster(void *arg)
+{
+	vsched_post(arg, 0);
+	return NULL;
+}
+
+static void *kick_destroyer(void *arg)
+{
+	vsched_vcpu_destroy(arg);
+	atomic_store(&destroy_returned, 1);
+	return NULL;
+}
+
+static void test_destroy_waits_for_kick_callback(void **state)
+{
+	(void)state;
+	struct vsched_host_ops ops = { .kick = held_kick };
+	struct vsched_vm *vm = make_vm(&ops, 0);
+	struct vsched_vcpu *v;
+	pthread_t p, d;
+	bool returned_early;
+
+	declare(vm, 0, "a", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	v = make_vcpu(vm, 0);
+	assert_int_equal(vsched_vcpu_enter(v), 0);
+	assert_int_equal(pthread_create(&p, NULL, kick_poster, v), 0);
+	while (!atomic_load(&kick_entered))
+		usleep(100);
+	/* The guest exits (the vCPU thread stops using the vCPU) while the
+	 * kick is still running; then the VMM destroys. */
+	assert_int_equal(vsched_vcpu_exit(v), 0);
+	assert_int_equal(pthread_create(&d, NULL, kick_destroyer, v), 0);
+	usleep(200000);
+	returned_early = atomic_load(&destroy_returned);
+	if (returned_early)
+		print_message("vsched_vcpu_destroy() returned while the kick "
+			      "callback was still running\n");
+	atomic_store(&kick_release, 1);
+	pthread_join(p, NULL);
+	pthread_join(d, NULL);
+	assert_false(returned_early);
+	assert_true(atomic_load(&kick_done));
+	assert_false(atomic_load(&kick_ran_after_destroy));
+	vsched_vm_destroy(vm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -370,6 +438,7 @@ int main(void)
 		cmocka_unit_test(test_clock_backwards),
 		cmocka_unit_test(test_destroy_while_posting),
 		cmocka_unit_test(test_destroy_against_mid_wake_poster),
+		cmocka_unit_test(test_destroy_waits_for_kick_callback),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
