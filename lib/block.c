@@ -229,30 +229,6 @@ void vsched__sleeper_quiesce(struct vsched__sleeper *s)
 	VSCHED__TSAN_ACQUIRE(s);
 }
 
-/*
- * A deadline in the VM's clock as an absolute CLOCK_MONOTONIC deadline, for
- * the kernel's own timers (the default futex wait, the timerfd). With the
- * default clock it is the same number. With an injected now_ns, the time
- * left is measured now and converted into a CLOCK_MONOTONIC interval of the
- * same length; callers re-check now_ns() when it expires and sleep again
- * if the VM's clock has not reached the deadline yet.
- */
-static uint64_t kernel_deadline(const struct vsched_host_ops *ops,
-				uint64_t deadline)
-{
-	uint64_t now, mono;
-
-	if (deadline == VSCHED_DEADLINE_NONE || ops->now_ns == vsched__clock_now)
-		return deadline;
-	now = ops->now_ns(ops->ctx);
-	mono = vsched__clock_now(NULL);
-	if (deadline <= now)
-		return mono;
-	if (deadline - now >= VSCHED_DEADLINE_NONE - mono)
-		return VSCHED_DEADLINE_NONE;
-	return mono + (deadline - now);
-}
-
 /* Leave BLOCKED ourselves (timeout, signal, fd): the slow way back, an
  * exchange (store + full barrier). Returns the old word: not `blocked`
  * means a poster raced us and already woke us. */
@@ -281,7 +257,7 @@ static int sleep_futex(struct target *t, uint32_t blocked, uint64_t deadline)
 	const bool kernel = ops->wait == vsched__futex_wait;
 
 	for (;;) {
-		uint64_t kd = kernel ? kernel_deadline(ops, deadline) : deadline;
+		uint64_t kd = kernel ? vsched__kernel_deadline(ops, deadline) : deadline;
 		uint64_t early = kd;
 		/* The kernel's futex timeout is an hrtimer with the thread's
 		 * timer slack: it may fire that late. Ask for the deadline
@@ -310,6 +286,14 @@ static int sleep_futex(struct target *t, uint32_t blocked, uint64_t deadline)
 			leave_blocked(s, blocked); /* a racing poster: still SIGNAL */
 			return VSCHED_WAKE_SIGNAL;
 		}
+		/* Any other error (EPERM or ENOSYS from a seccomp filter,
+		 * EFAULT) would fail again at once: report it rather than
+		 * spin on it until the deadline. */
+		if (rc < 0 && rc != -ETIMEDOUT) {
+			if (leave_blocked(s, blocked) != blocked)
+				return 0;
+			return rc;
+		}
 		if (ops->now_ns(ops->ctx) >= deadline) {
 			if (leave_blocked(s, blocked) != blocked)
 				return 0;
@@ -327,7 +311,7 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 	struct epoll_event *ev = s->ev;
 	/* The timerfd has no slack, but the wakeup has a latency: arm it
 	 * early by the learnt margin and spin for the rest (as sleep_futex). */
-	uint64_t kd = kernel_deadline(ops, deadline);
+	uint64_t kd = vsched__kernel_deadline(ops, deadline);
 	uint64_t early = early_for(kd, s->wake_margin_ns);
 
 	vsched__timerfd_at(s->tfd, early);
@@ -345,6 +329,13 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 			else
 				leave_blocked(s, blocked);
 			return VSCHED_WAKE_SIGNAL;
+		}
+		if (n < 0) { /* EPERM from a seccomp filter, EBADF ...: report */
+			int e = -errno;
+
+			if (leave_blocked(s, blocked) != blocked)
+				return 0;
+			return e;
 		}
 		clear_tags(res);
 		for (int i = 0; i < n; i++) {
@@ -386,7 +377,7 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 		/* A stale eventfd count, or the timerfd expired before an
 		 * injected clock reached the deadline: convert it again. */
 		if (timer) {
-			kd = kernel_deadline(ops, deadline);
+			kd = vsched__kernel_deadline(ops, deadline);
 			early = early_for(kd, s->wake_margin_ns);
 			vsched__timerfd_at(s->tfd, early);
 		}
@@ -513,7 +504,7 @@ static int engine(struct target *t, uint64_t deadline,
 	eff = effective(t, deadline);
 
 	/* 2. Poll, unless vetoed. */
-	window = vsched_poll_window(&s->params, &s->poll);
+	window = vsched__poll_window(&s->params, &s->poll);
 	if (window) {
 		vetoed = atomic_load_explicit(&s->guest_poll_off, memory_order_relaxed);
 		if (!vetoed && t->vcpu)
@@ -638,7 +629,7 @@ out:
 		ops->unblocking(t->vcpu, ops->ctx);
 	now = ops->now_ns(ops->ctx);
 	halt_ns = now > t0 ? now - t0 : 0;
-	valid = reason != VSCHED_WAKE_SIGNAL;
+	valid = reason > 0 && reason != VSCHED_WAKE_SIGNAL; /* not an error */
 	if (attempted && !waited)
 		poll_end = now; /* polling won: it lasted the whole halt */
 
@@ -667,7 +658,7 @@ out:
 	/* 5. The policy learns how long the halt really was. */
 	{
 		uint64_t before = s->poll.window_ns;
-		vsched_poll_update(&s->params, &s->poll, window, halt_ns, valid);
+		vsched__poll_update(&s->params, &s->poll, window, halt_ns, valid);
 		if (s->poll.window_ns != before)
 			VSCHED__TRACE3(window_change, t->vcpu ? (int)t->vcpu->id : -1,
 				       before, s->poll.window_ns);

@@ -44,6 +44,31 @@ void vsched__futex_wake(uint32_t *word, void *ctx)
 		NULL, 0);
 }
 
+/*
+ * A deadline in the VM's clock as an absolute CLOCK_MONOTONIC deadline, for
+ * the kernel's own timers (the default futex wait, the engine's and the
+ * timer service's timerfds). With the
+ * default clock it is the same number. With an injected now_ns, the time
+ * left is measured now and converted into a CLOCK_MONOTONIC interval of the
+ * same length; callers re-check now_ns() when it expires and sleep again
+ * if the VM's clock has not reached the deadline yet.
+ */
+uint64_t vsched__kernel_deadline(const struct vsched_host_ops *ops,
+				uint64_t deadline)
+{
+	uint64_t now, mono;
+
+	if (deadline == VSCHED_DEADLINE_NONE || ops->now_ns == vsched__clock_now)
+		return deadline;
+	now = ops->now_ns(ops->ctx);
+	mono = vsched__clock_now(NULL);
+	if (deadline <= now)
+		return mono;
+	if (deadline - now >= VSCHED_DEADLINE_NONE - mono)
+		return VSCHED_DEADLINE_NONE;
+	return mono + (deadline - now);
+}
+
 void vsched__timerfd_at(int fd, uint64_t deadline_ns)
 {
 	struct itimerspec its = { 0 };

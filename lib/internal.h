@@ -310,6 +310,9 @@ uint64_t vsched__timebase_freq(void);
 
 /* Arm a timerfd at an absolute CLOCK_MONOTONIC deadline (NONE disarms). */
 void vsched__timerfd_at(int fd, uint64_t deadline_ns);
+/* A deadline in the VM's clock as a CLOCK_MONOTONIC one (lib/futex.c). */
+uint64_t vsched__kernel_deadline(const struct vsched_host_ops *ops,
+				 uint64_t deadline);
 
 /* liburcu is not built with ThreadSanitizer: annotate its hand-offs. */
 #if defined(__SANITIZE_THREAD__)

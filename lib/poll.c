@@ -298,6 +298,5 @@ int vsched_vm_get_poll(struct vsched_vm *vm, struct vsched_poll_params *out)
 	if (!vm || !out)
 		return VSCHED_EINVAL;
 	vsched__poll_read(vm, &cfg);
-	*out = cfg.p;
-	return 0;
+	return vsched__struct_out(out, &cfg.p, sizeof(cfg.p));
 }

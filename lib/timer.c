@@ -155,6 +155,8 @@ int vsched_timer_create(struct vsched_vcpu *v,
 		return VSCHED_EINVAL;
 	*out = NULL;
 	vm = v->vm;
+	if (vsched__mode_of(atomic_load(&v->mode)) == VSCHED_MODE_DESTROYED)
+		return VSCHED_ESHUTDOWN; /* its timers left the VM's list */
 	if (d->kind >= VSCHED_MAX_KINDS || vm->table.rank_of[d->kind] < 0)
 		return VSCHED_ERANGE;
 	r = vm->table.rank_of[d->kind];
@@ -537,7 +539,11 @@ static void program(struct vsched_timer_service *s)
 	 * programmer never leaves a later value behind. */
 	for (;;) {
 		uint64_t v = atomic_load(&s->next);
-		vsched__timerfd_at(s->tfd, v);
+		/* `next` is in the VM's clock, the timerfd's is
+		 * CLOCK_MONOTONIC: with an injected clock the time left is
+		 * converted now; an expiry before the VM's clock reaches the
+		 * deadline fires nothing and programs it again. */
+		vsched__timerfd_at(s->tfd, vsched__kernel_deadline(&s->vm->ops, v));
 		if (atomic_load(&s->next) == v)
 			return;
 	}
@@ -560,6 +566,13 @@ static void service_note(struct vsched_vm *vm, uint64_t d)
 {
 	struct vsched_timer_service *s;
 
+	/* No service: no RCU section (and no liburcu-bp registration of this
+	 * thread). The arm's CAS on the timer word and this load are seq_cst,
+	 * as are the service's publication and its first dispatch's walk of
+	 * every timer: either this arm sees the service, or that walk sees
+	 * the new deadline. */
+	if (!atomic_load_explicit(&vm->tsvc, memory_order_seq_cst))
+		return;
 	urcu_bp_read_lock();
 	s = atomic_load_explicit(&vm->tsvc, memory_order_acquire);
 	if (s) {

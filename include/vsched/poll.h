@@ -147,8 +147,9 @@ VSCHED_API int vsched_vcpu_set_poll(struct vsched_vcpu *vcpu,
 				    const struct vsched_poll_params *p);
 
 /**
- * Read a VM's current policy parameters.
- * @return 0 or VSCHED_EINVAL. Any thread.
+ * Read a VM's current policy parameters into `out`, whose `size` the
+ * caller sets (version.h's rule for structs read out).
+ * @return 0 or VSCHED_EINVAL (NULL, or `size` too small). Any thread.
  */
 VSCHED_API int vsched_vm_get_poll(struct vsched_vm *vm,
 				  struct vsched_poll_params *out);

@@ -138,6 +138,7 @@ struct vsched_timer_stats {
  * Create a timer on a vCPU (setup time; up to 8 per vCPU). It starts
  * disarmed (LEVEL timers also start enabled and unmasked).
  * @return 0, VSCHED_EINVAL (NULL, bad size/semantics/policy, payload kind),
+ * VSCHED_ESHUTDOWN (the vCPU was destroyed),
  * VSCHED_ERANGE (kind not declared), VSCHED_ENOSPC (the vCPU has its 8
  * timers already: one per timer the guest architecture has, arm64 4, x86
  * and power 1, with room to spare) or VSCHED_ENOMEM.

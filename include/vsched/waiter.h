@@ -119,7 +119,11 @@ VSCHED_API int vsched_waiter_wait(struct vsched_waiter *w, uint64_t deadline_ns,
 VSCHED_API int vsched_waiter_kick(struct vsched_waiter *w);
 
 /** Add a wake-source fd (see vsched_vcpu_fd_add(): a failed first call
- * leaves the waiter on its futex, consistently for wait and kick). */
+ * leaves the waiter on its futex, consistently for wait and kick).
+ * Context: the consumer thread (the one that calls vsched_waiter_wait()),
+ * or before it waits: the first call switches the waiter from its futex to
+ * epoll, and a consumer already asleep on the futex would not hear kicks
+ * sent through the eventfd. */
 VSCHED_API int vsched_waiter_fd_add(struct vsched_waiter *w, int fd,
 				    uint32_t events, uint64_t tag);
 

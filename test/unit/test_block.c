@@ -1108,6 +1108,35 @@ static void test_block_bad_input(void **state)
 	vsched_vm_destroy(vm);
 }
 
+/* A wait that fails for good (EPERM from a seccomp filter, say) is
+ * reported, not retried until the deadline at 100% CPU. */
+static int failing_wait(struct fake_host *h, uint32_t *word, uint32_t expected,
+			uint64_t deadline)
+{
+	(void)h, (void)word, (void)expected, (void)deadline;
+	return -EPERM;
+}
+
+static void test_wait_error_is_reported(void **state)
+{
+	(void)state;
+	struct fake_host h = { .now = 1000, .on_wait = failing_wait };
+	struct vsched_host_ops ops = fake_ops(&h);
+	struct vsched_vm *vm = make_vm(&ops, 0);
+	struct vsched_vcpu *v;
+
+	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	v = make_vcpu(vm, 0);
+	assert_int_equal(vsched_vcpu_block(v, 1000000), -EPERM);
+	assert_int_equal(h.waits, 1);
+	assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_OUTSIDE_GUEST);
+	/* Nothing was lost: a post after the error is serviced normally. */
+	assert_int_equal(vsched_post(v, K_REQ), 0);
+	assert_int_equal(vsched_vcpu_block(v, 1000000), VSCHED_WAKE_REQUEST);
+	vsched_vm_destroy(vm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1127,6 +1156,7 @@ int main(void)
 		cmocka_unit_test(test_many_fds),
 		cmocka_unit_test(test_waiter_hooks),
 		cmocka_unit_test(test_own_poll_policy),
+		cmocka_unit_test(test_wait_error_is_reported),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

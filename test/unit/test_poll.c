@@ -148,6 +148,8 @@ static void test_poll_bad_input(void **state)
 	vsched_poll_defaults(VSCHED_POLL_KVM, 123000, &p);
 	assert_int_equal(vsched_vm_set_poll(vm, &p), 0);
 	memset(&p, 0, sizeof(p));
+	assert_int_equal(vsched_vm_get_poll(vm, &p), VSCHED_EINVAL); /* no size */
+	p.size = sizeof(p);
 	assert_int_equal(vsched_vm_get_poll(vm, &p), 0);
 	assert_int_equal(p.policy, VSCHED_POLL_KVM);
 	assert_int_equal(p.max_ns, 123000);

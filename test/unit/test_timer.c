@@ -509,6 +509,44 @@ static void test_service_idle_level_no_spin(void **state)
 	vsched_vm_destroy(vm);
 }
 
+/* The VM's clock need not be CLOCK_MONOTONIC: here it started 1 ms ago.
+ * The service's timerfd is converted into the kernel's clock, so a timer
+ * due 30 ms from now in the VM's clock fires once, about then, and the
+ * service does not spin on a deadline that is long past for the kernel. */
+static uint64_t vm_clock_base;
+static uint64_t young_clock(void *ctx)
+{
+	(void)ctx;
+	return mono() - vm_clock_base + 1000000;
+}
+
+static void test_service_injected_clock(void **state)
+{
+	struct vsched_host_ops ops = { .kick = kick_now, .now_ns = young_clock };
+	struct vsched_timer_desc d = { .size = sizeof(d), .kind = K_TIMER };
+	struct vsched_timer *t;
+	struct vsched_timer_service *svc;
+	(void)state;
+	vm_clock_base = mono();
+	struct vsched_vm *vm = make_vm(&ops, 0);
+	declare(vm, K_TIMER, "timer", 1, 0, on_timer, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_vcpu *v = make_vcpu(vm, 0);
+	assert_int_equal(vsched_timer_create(v, &d, &t), 0);
+	assert_int_equal(vsched_timer_service_create(vm, &svc), 0);
+	assert_int_equal(vsched_timer_arm(t, vsched_now_ns(vm) + 30000000), 0);
+	unsigned n = service_wakeups(svc, 20000000); /* before it is due */
+	if (n > 2)
+		print_error("%u service wakeups in 20 ms before the deadline\n", n);
+	assert_true(n <= 2);
+	assert_int_equal(tstats(t).fired, 0);
+	n = service_wakeups(svc, 100000000); /* it comes due in here */
+	assert_true(n <= 3);
+	assert_int_equal(tstats(t).fired, 1);
+	assert_int_equal(vsched_timer_service_destroy(svc), 0);
+	vsched_vm_destroy(vm);
+}
+
 static unsigned open_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -629,6 +667,7 @@ int main(void)
 		cmocka_unit_test(test_level_enable_reposts),
 		cmocka_unit_test(test_timer_service),
 		cmocka_unit_test(test_service_idle_level_no_spin),
+		cmocka_unit_test(test_service_injected_clock),
 		cmocka_unit_test(test_service_dies_with_vm),
 		cmocka_unit_test(test_timer_read_huge_deadline),
 		cmocka_unit_test(test_timer_bad_input),
