@@ -456,7 +456,7 @@ static void *ring_producer(void *arg)
 		if (r->mode == RING_VSCHED) {
 			vsched_waiter_kick(r->w);
 		} else {
-			atomic_thread_fence(memory_order_seq_cst);
+			vsched__mb(); /* the arch's full barrier (TSan-safe) */
 			if (atomic_exchange(&r->needs_kick, 0))
 				fwake(&r->needs_kick);
 		}
@@ -511,7 +511,7 @@ static double ring_run(int mode, long packets, uint64_t think_ns, bool busy,
 			}
 			while (!ring_cond(&r)) {
 				atomic_store(&r.needs_kick, 1);
-				atomic_thread_fence(memory_order_seq_cst);
+				vsched__mb();
 				if (ring_cond(&r))
 					break;
 				fwait(&r.needs_kick, 1);
