@@ -621,7 +621,8 @@ poll_window(const struct target *t, struct halt *hl, uint64_t eff)
 /* Arm BLOCKED, full barrier, re-check (the Dekker pair with vsched_post()
  * and vsched_vcpu_kick(), doc/protocol.md), then sleep until a reason to
  * run, the deadline or an error. Returns the reason. */
-static int arm_and_sleep(const struct target *t, struct halt *hl)
+static inline __attribute__((always_inline)) int
+arm_and_sleep(const struct target *t, struct halt *hl)
 {
 	struct vsched__sleeper *s = t->s;
 	const struct vsched_host_ops *ops = &s->vm->ops;
@@ -678,7 +679,8 @@ out:
 
 /* Every way out: the unblocking hook, the stats, the policy's update with
  * the halt's real length, the result. */
-static void account(const struct target *t, struct halt *hl, int reason)
+static inline __attribute__((always_inline)) void
+account(const struct target *t, struct halt *hl, int reason)
 {
 	struct vsched__sleeper *s = t->s;
 	const struct vsched_host_ops *ops = &s->vm->ops;
