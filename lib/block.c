@@ -1,27 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The block/poll engine, shared by vCPUs (vsched_vcpu_block) and generic
- * waiters (lib/waiter.c): blocking hook, poll for the policy's window, arm
- * BLOCKED + full barrier + re-check, sleep on a futex or in epoll_pwait,
- * unblocking hook, policy update, KVM-named stats.
+ * waiters (lib/waiter.c), in three steps: poll for the policy's window;
+ * arm BLOCKED + full barrier + re-check and sleep on a futex or in
+ * epoll_pwait (lib/os.c); account (policy update, KVM-named stats). What
+ * differs between a vCPU and a waiter is one table of target operations.
+ * The mode word's transitions are lib/mode.h's.
  */
 #include <errno.h>
-#include <sched.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/prctl.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
-#include <unistd.h>
 
 #include <urcu/urcu-bp.h>
 
 #include "abi.h"
-#include "internal.h"
+#include "mode.h"
 
-#define SLOT_EVFD 0
-#define SLOT_TFD 1
-#define SLOT_USER 2
+#define SLOT_EVFD VSCHED__OS_EVFD
+#define SLOT_TFD VSCHED__OS_TFD
+#define SLOT_USER VSCHED__OS_USER
 #define FIRST_SLOTS 8 /* the fd tables grow from this, doubling */
 
 /* Timed sleeps ask the kernel to wake them early by the sleeper's learnt
@@ -64,81 +60,201 @@ static void finish_on_time(struct vsched__sleeper *s, uint32_t blocked,
  * contention veto compares it with the CPUs the process may use. */
 static _Atomic int runnable_vcpus;
 
-struct target {
-	struct vsched__sleeper *s;
-	struct vsched_vcpu *vcpu; /* NULL for a generic waiter */
-	const struct vsched__wait_hooks *h; /* a generic waiter's */
+/*
+ * What the engine blocks: a vCPU or a generic waiter. The difference is
+ * this one table of operations, picked when the target is made; the engine
+ * is inlined into each caller with its table a constant, so every call
+ * below is direct (no indirect call on the poll loop). All run on the
+ * owner thread.
+ */
+struct target;
+struct target_ops {
+	/* A reason to run (VSCHED_WAKE_REQUEST/EVENT) or 0. Reads only: the
+	 * poll loop and the re-check after the arm's barrier call it. */
+	int (*ready)(const struct target *t);
+	/* The sleep's deadline: the caller's, or a vCPU's earliest timer. */
+	uint64_t (*deadline)(const struct target *t, uint64_t deadline);
+	/* That earlier deadline was reached: post the expiries, look again. */
+	int (*timer_due)(const struct target *t);
+	/* Before the first look: the blocking hook, expired timers post. */
+	void (*begin)(const struct target *t);
+	/* Veto the poll window beyond the guest's own switch? */
+	bool (*veto)(const struct target *t);
+	/* Right before the arm: true if a hook ran that after_sleep undoes. */
+	bool (*before_sleep)(const struct target *t);
+	void (*after_sleep)(const struct target *t);
+	/* Every way out: the unblocking hook. */
+	void (*end)(const struct target *t);
+	/* Counted in runnable_vcpus while not asleep. */
+	bool runnable;
 };
 
-static void runnable_enter(struct target *t)
+struct target {
+	const struct target_ops *op;
+	struct vsched__sleeper *s;
+	struct vsched_vcpu *vcpu;           /* a vCPU's */
+	const struct vsched__wait_hooks *h; /* a generic waiter's */
+	int id;                             /* for the trace: vCPU id or -1 */
+};
+
+/* vCPU threads of this process that are not asleep in vsched: the
+ * contention veto compares it with the CPUs the process may use. */
+static _Atomic int runnable_vcpus;
+
+static void runnable_enter(const struct target *t)
 {
-	if (t->vcpu && !t->s->counted_runnable) {
+	if (t->op->runnable && !t->s->counted_runnable) {
 		atomic_fetch_add_explicit(&runnable_vcpus, 1, memory_order_relaxed);
 		t->s->counted_runnable = true;
 	}
 }
 
-static void runnable_leave(struct target *t)
+static void runnable_leave(struct vsched__sleeper *s)
 {
-	if (t->s->counted_runnable) {
+	if (s->counted_runnable) {
 		atomic_fetch_sub_explicit(&runnable_vcpus, 1, memory_order_relaxed);
-		t->s->counted_runnable = false;
+		s->counted_runnable = false;
 	}
 }
 
 void vsched__sleeper_retire(struct vsched__sleeper *s)
 {
-	struct target t = { .s = s };
-	runnable_leave(&t);
+	runnable_leave(s);
 }
 
-/* Is there a reason to run? Reads only. */
-static inline __attribute__((always_inline)) int ready(const struct target *t)
+/* A vCPU: pending requests or the host's event; its guest timers. */
+static inline __attribute__((always_inline)) int
+vcpu_ready(const struct target *t)
 {
-	if (t->vcpu) {
-		const struct vsched_host_ops *ops = &t->s->vm->ops;
-		if (atomic_load_explicit(&t->vcpu->pending, memory_order_relaxed))
-			return VSCHED_WAKE_REQUEST;
-		if (ops->has_event && ops->has_event(t->vcpu, ops->ctx))
-			return VSCHED_WAKE_EVENT;
-		return 0;
-	}
-	return t->h->cond(t->h->arg) ? VSCHED_WAKE_REQUEST : 0;
-}
+	const struct vsched_host_ops *ops = &t->s->vm->ops;
 
-/* The sleep's deadline: the caller's, or the vCPU's earliest timer. */
-static uint64_t effective(const struct target *t, uint64_t deadline)
-{
-	uint64_t e;
-	if (!t->vcpu)
-		return deadline;
-	e = vsched__vcpu_earliest(t->vcpu);
-	return e < deadline ? e : deadline;
-}
-
-/* A timer deadline was reached: post its expiry, then look again. */
-static int timer_due(const struct target *t)
-{
-	if (t->vcpu && vsched_vcpu_fire_timers(t->vcpu) > 0)
-		return ready(t);
+	if (atomic_load_explicit(&t->vcpu->pending, memory_order_relaxed))
+		return VSCHED_WAKE_REQUEST;
+	if (ops->has_event && ops->has_event(t->vcpu, ops->ctx))
+		return VSCHED_WAKE_EVENT;
 	return 0;
 }
 
+static uint64_t vcpu_deadline(const struct target *t, uint64_t deadline)
+{
+	uint64_t e = vsched__vcpu_earliest(t->vcpu);
+	return e < deadline ? e : deadline;
+}
+
+static int vcpu_timer_due(const struct target *t)
+{
+	if (vsched_vcpu_fire_timers(t->vcpu) > 0)
+		return vcpu_ready(t);
+	return 0;
+}
+
+static void vcpu_begin(const struct target *t)
+{
+	const struct vsched_host_ops *ops = &t->s->vm->ops;
+
+	/* The blocking hook covers the whole poll window. */
+	if (ops->blocking)
+		ops->blocking(t->vcpu, ops->ctx);
+	if (atomic_load_explicit(&t->vcpu->ntimers_pub, memory_order_relaxed))
+		vsched_vcpu_fire_timers(t->vcpu); /* expired timers post now */
+}
+
+static bool vcpu_veto(const struct target *t)
+{
+	const struct vsched_host_ops *ops = &t->s->vm->ops;
+
+	return (ops->no_poll && ops->no_poll(t->vcpu, ops->ctx)) ||
+	       (ops->contended && ops->contended(t->vcpu, ops->ctx)) ||
+	       atomic_load_explicit(&runnable_vcpus, memory_order_relaxed) >
+		       (int)t->s->vm->ncpus;
+}
+
+static bool vcpu_before_sleep(const struct target *t)
+{
+	(void)t;
+	return false;
+}
+
+static void vcpu_end(const struct target *t)
+{
+	const struct vsched_host_ops *ops = &t->s->vm->ops;
+
+	if (ops->unblocking)
+		ops->unblocking(t->vcpu, ops->ctx);
+}
+
+static const struct target_ops vcpu_ops = {
+	.ready = vcpu_ready,
+	.deadline = vcpu_deadline,
+	.timer_due = vcpu_timer_due,
+	.begin = vcpu_begin,
+	.veto = vcpu_veto,
+	.before_sleep = vcpu_before_sleep,
+	.end = vcpu_end,
+	.runnable = true,
+};
+
+/* A generic waiter: its condition, the caller's deadline, its hooks. */
+static inline __attribute__((always_inline)) int
+waiter_ready(const struct target *t)
+{
+	return t->h->cond(t->h->arg) ? VSCHED_WAKE_REQUEST : 0;
+}
+
+static uint64_t waiter_deadline(const struct target *t, uint64_t deadline)
+{
+	(void)t;
+	return deadline;
+}
+
+static int waiter_timer_due(const struct target *t)
+{
+	(void)t;
+	return 0;
+}
+
+static void waiter_nop(const struct target *t)
+{
+	(void)t;
+}
+
+static bool waiter_veto(const struct target *t)
+{
+	(void)t;
+	return false;
+}
+
+/* After the poll window, right before "needs kick" is armed, so that what
+ * it arms (a VMM's own needs-kick flag) is ordered before the re-check by
+ * the arm's barrier. */
+static bool waiter_before_sleep(const struct target *t)
+{
+	if (!t->h->before_sleep)
+		return false;
+	t->h->before_sleep(t->h->w, t->h->hook_arg);
+	return true;
+}
+
+static void waiter_after_sleep(const struct target *t)
+{
+	t->h->after_sleep(t->h->w, t->h->hook_arg);
+}
+
+static const struct target_ops waiter_ops = {
+	.ready = waiter_ready,
+	.deadline = waiter_deadline,
+	.timer_due = waiter_timer_due,
+	.begin = waiter_nop,
+	.veto = waiter_veto,
+	.before_sleep = waiter_before_sleep,
+	.after_sleep = waiter_after_sleep,
+	.end = waiter_nop,
+	.runnable = false,
+};
 static void hist(_Atomic uint64_t *h, uint64_t ns)
 {
 	unsigned b = ns ? 64u - (unsigned)__builtin_clzll(ns) : 0;
 	vsched__count(&h[b < VSCHED_HIST_BUCKETS ? b : VSCHED_HIST_BUCKETS - 1]);
-}
-
-/* The calling thread's timer slack, read once (prctl), never changed. */
-static __thread uint64_t thread_slack_ns = UINT64_MAX;
-
-void vsched__thread_slack_init(void)
-{
-	if (thread_slack_ns == UINT64_MAX) {
-		int r = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-		thread_slack_ns = r < 0 ? 0 : (uint64_t)(unsigned)r;
-	}
 }
 
 /* One ready registered fd: into the inline tags, and into the caller's
@@ -178,7 +294,7 @@ static bool user_slot(const struct vsched__sleeper *s, uint64_t slot)
 static unsigned collect_ready(struct vsched__sleeper *s,
 			      struct vsched_block_result *res)
 {
-	int n = epoll_pwait(s->epfd, s->ev, (int)s->nslots + 2, 0, NULL);
+	int n = vsched__os_wait(&s->os, s->ev, (int)s->nslots + 2, 0);
 
 	clear_tags(res);
 	for (int i = 0; i < n; i++)
@@ -196,65 +312,15 @@ static unsigned fd_check(struct vsched__sleeper *s,
 	return collect_ready(s, res);
 }
 
-/*
- * Called by the poster that won BLOCKED -> OUTSIDE_GUEST. The mechanism is
- * the one the sleeper sleeps on: both read use_evfd, and only the owner
- * thread sets it, before the BLOCKED exchange whose value our CAS read.
- *
- * The wake is a callout (internal.h): vsched_vcpu_destroy() publishes
- * DESTROYED and waits for callouts in flight before it closes the eventfd
- * and returns, so the write never lands in a closed, reused fd number and
- * a custom wake callback never runs after destroy returned.
- */
-void vsched__wake_sleeper(struct vsched__sleeper *s)
+static int sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
+		       uint64_t deadline)
 {
-	if (!vsched__callout_begin(s))
-		return; /* destroyed: nobody sleeps there any more */
-	if (atomic_load_explicit(&s->use_evfd, memory_order_acquire)) {
-		uint64_t one = 1;
-		ssize_t r = write(s->evfd, &one, sizeof(one));
-		(void)r; /* EAGAIN: the counter is saturated, still readable */
-	} else {
-		s->vm->ops.wake((uint32_t *)s->word, s->vm->ops.ctx);
-	}
-	vsched__callout_end(s);
-}
-
-/* After DESTROYED is published: wait for the wakers' callouts still in
- * flight (a poster preempted between its CAS and its write or callback). */
-void vsched__sleeper_quiesce(struct vsched__sleeper *s)
-{
-	while (atomic_load_explicit(&s->callouts, memory_order_seq_cst))
-		sched_yield();
-	VSCHED__TSAN_ACQUIRE(s);
-}
-
-/* Leave BLOCKED ourselves (timeout, signal, fd): the slow way back, an
- * exchange (store + full barrier). Returns the old word: not `blocked`
- * means a poster raced us and already woke us. */
-static uint32_t leave_blocked(struct vsched__sleeper *s, uint32_t blocked)
-{
-	vsched__count(&s->hs.stores);
-	return atomic_exchange_explicit(
-		s->word, (blocked & VSCHED__GEN_MASK) | VSCHED_MODE_OUTSIDE_GUEST,
-		memory_order_seq_cst);
-}
-
-/* Woken by a poster: it already moved the word back to OUTSIDE_GUEST, so
- * the way back needs no store and no barrier (the powerpc idle fix). */
-static void fast_path_back(struct vsched__sleeper *s)
-{
-	vsched__count(&s->hs.skips);
-}
-
-static int sleep_futex(struct target *t, uint32_t blocked, uint64_t deadline)
-{
-	struct vsched__sleeper *s = t->s;
 	const struct vsched_host_ops *ops = &s->vm->ops;
 
 	/* The default futex wait sleeps on CLOCK_MONOTONIC; a custom wait
 	 * gets the deadline in the VM's clock, as vm.h documents. */
 	const bool kernel = ops->wait == vsched__futex_wait;
+	uint64_t slack = 0;
 
 	for (;;) {
 		uint64_t kd = kernel ? vsched__kernel_deadline(ops, deadline) : deadline;
@@ -265,37 +331,37 @@ static int sleep_futex(struct target *t, uint32_t blocked, uint64_t deadline)
 		 * the word until the deadline: the sleep ends on time without
 		 * changing the thread's slack. */
 		if (kernel && kd != VSCHED_DEADLINE_NONE) {
-			vsched__thread_slack_init(); /* once per thread */
-			early = early_for(kd, thread_slack_ns + s->wake_margin_ns);
+			slack = vsched__thread_slack(); /* read once per thread */
+			early = early_for(kd, slack + s->wake_margin_ns);
 		}
 		int rc = ops->wait((uint32_t *)s->word, blocked, early, ops->ctx);
 		if (rc != -EINTR && early != kd &&
 		    atomic_load_explicit(s->word, memory_order_relaxed) == blocked) {
-			uint64_t woke = vsched__clock_now(NULL), hard = early + thread_slack_ns;
+			uint64_t woke = vsched__clock_now(NULL), hard = early + slack;
 			learn_margin(s, woke > hard ? woke - hard : 0);
 			finish_on_time(s, blocked, kd);
 		}
-		if (atomic_load_explicit(s->word, memory_order_acquire) != blocked) {
-			fast_path_back(s);
+		if (!vsched__mode_still(s, blocked)) {
+			vsched__mode_woken(s);
 			/* Woken, and interrupted too: the signal is reported,
 			 * even when the wake had no reason (a kick, a timer
 			 * re-arm) and the engine would sleep again. */
 			return rc == -EINTR ? VSCHED_WAKE_SIGNAL : 0;
 		}
 		if (rc == -EINTR) {
-			leave_blocked(s, blocked); /* a racing poster: still SIGNAL */
+			vsched__mode_leave_blocked(s, blocked); /* a racing poster: still SIGNAL */
 			return VSCHED_WAKE_SIGNAL;
 		}
 		/* Any other error (EPERM or ENOSYS from a seccomp filter,
 		 * EFAULT) would fail again at once: report it rather than
 		 * spin on it until the deadline. */
 		if (rc < 0 && rc != -ETIMEDOUT) {
-			if (leave_blocked(s, blocked) != blocked)
+			if (vsched__mode_leave_blocked(s, blocked) != blocked)
 				return 0;
 			return rc;
 		}
 		if (ops->now_ns(ops->ctx) >= deadline) {
-			if (leave_blocked(s, blocked) != blocked)
+			if (vsched__mode_leave_blocked(s, blocked) != blocked)
 				return 0;
 			return VSCHED_WAKE_DEADLINE;
 		}
@@ -303,10 +369,9 @@ static int sleep_futex(struct target *t, uint32_t blocked, uint64_t deadline)
 	}
 }
 
-static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
-		       struct vsched_block_result *res)
+static int sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
+		       uint64_t deadline, struct vsched_block_result *res)
 {
-	struct vsched__sleeper *s = t->s;
 	const struct vsched_host_ops *ops = &s->vm->ops;
 	struct epoll_event *ev = s->ev;
 	/* The timerfd has no slack, but the wakeup has a latency: arm it
@@ -314,38 +379,33 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 	uint64_t kd = vsched__kernel_deadline(ops, deadline);
 	uint64_t early = early_for(kd, s->wake_margin_ns);
 
-	vsched__timerfd_at(s->tfd, early);
+	vsched__os_timer_at(&s->os, early);
 	for (;;) {
-		uint64_t drain;
 		bool timer = false;
 		/* Room for every registered fd: all ready ones are reported. */
-		int n = epoll_pwait(s->epfd, ev, (int)s->nslots + 2, -1, NULL);
+		int n = vsched__os_wait(&s->os, ev, (int)s->nslots + 2, -1);
 
-		if (n < 0 && errno == EINTR) {
+		if (n == -EINTR) {
 			/* Reported even when a poster raced us (see
 			 * sleep_futex()). */
-			if (atomic_load_explicit(s->word, memory_order_acquire) != blocked)
-				fast_path_back(s);
+			if (!vsched__mode_still(s, blocked))
+				vsched__mode_woken(s);
 			else
-				leave_blocked(s, blocked);
+				vsched__mode_leave_blocked(s, blocked);
 			return VSCHED_WAKE_SIGNAL;
 		}
 		if (n < 0) { /* EPERM from a seccomp filter, EBADF ...: report */
-			int e = -errno;
-
-			if (leave_blocked(s, blocked) != blocked)
+			if (vsched__mode_leave_blocked(s, blocked) != blocked)
 				return 0;
-			return e;
+			return n;
 		}
 		clear_tags(res);
 		for (int i = 0; i < n; i++) {
 			uint64_t slot = ev[i].data.u64;
 			if (slot == SLOT_EVFD) {
-				ssize_t r = read(s->evfd, &drain, sizeof(drain));
-				(void)r;
+				vsched__os_drain(s->os.evfd);
 			} else if (slot == SLOT_TFD) {
-				ssize_t r = read(s->tfd, &drain, sizeof(drain));
-				(void)r;
+				vsched__os_drain(s->os.tfd);
 				timer = true;
 			} else if (user_slot(s, slot)) {
 				add_tag(res, s->tag_of[slot - SLOT_USER]);
@@ -360,17 +420,17 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 			if (atomic_load_explicit(s->word, memory_order_relaxed) == blocked)
 				collect_ready(s, res);
 		}
-		if (atomic_load_explicit(s->word, memory_order_acquire) != blocked) {
-			fast_path_back(s);
+		if (!vsched__mode_still(s, blocked)) {
+			vsched__mode_woken(s);
 			return 0;
 		}
 		if (res->nready_total) {
-			if (leave_blocked(s, blocked) != blocked)
+			if (vsched__mode_leave_blocked(s, blocked) != blocked)
 				return 0;
 			return VSCHED_WAKE_FD;
 		}
 		if (ops->now_ns(ops->ctx) >= deadline) {
-			if (leave_blocked(s, blocked) != blocked)
+			if (vsched__mode_leave_blocked(s, blocked) != blocked)
 				return 0;
 			return VSCHED_WAKE_DEADLINE;
 		}
@@ -379,7 +439,7 @@ static int sleep_epoll(struct target *t, uint32_t blocked, uint64_t deadline,
 		if (timer) {
 			kd = vsched__kernel_deadline(ops, deadline);
 			early = early_for(kd, s->wake_margin_ns);
-			vsched__timerfd_at(s->tfd, early);
+			vsched__os_timer_at(&s->os, early);
 		}
 		vsched__count(&s->hs.spurious);
 	}
@@ -453,149 +513,141 @@ int vsched_vcpu_set_poll(struct vsched_vcpu *v,
 	return vsched__sleeper_set_poll(&v->sl, p);
 }
 
-static int engine(struct target *t, uint64_t deadline,
-		  struct vsched_block_result *res)
+/* One halt's state, from the first look to the accounting. */
+struct halt {
+	struct vsched_block_result *res;
+	uint64_t deadline;   /* the caller's, in the VM's clock */
+	uint64_t t0, poll_end, sleep_start, window;
+	uint32_t m;          /* the word at the start (OUTSIDE_GUEST) */
+	bool attempted, waited, vetoed;
+};
+
+/* Start a halt: the policy, the runnable count, the first look. Returns a
+ * reason to return at once (ready, or a deadline already passed: a
+ * check-once of the fds) or 0. */
+static inline __attribute__((always_inline)) int
+first_look(const struct target *t, struct halt *hl)
 {
 	struct vsched__sleeper *s = t->s;
-	struct vsched_vm *vm = s->vm;
-	const struct vsched_host_ops *ops = &vm->ops;
-	struct vsched_block_result local = { .size = sizeof(local) };
-	const struct vsched__wait_hooks *h = t->h;
-	uint64_t t0, now, poll_end, sleep_start = 0, window = 0, halt_ns, eff;
-	uint32_t m = atomic_load_explicit(s->word, memory_order_relaxed);
-	uint32_t blocked = (m & VSCHED__GEN_MASK) | VSCHED_MODE_BLOCKED;
-	bool attempted = false, waited = false, vetoed = false, valid;
-	bool hooked = false;
-	const bool fds = s->nfds != 0;
+	const struct vsched_host_ops *ops = &s->vm->ops;
 	uint64_t vg, og;
 	int reason;
 
-	if (!res)
-		res = &local;
-	clear_tags(res);
-	res->fd_checks = 0;
+	clear_tags(hl->res);
+	hl->res->fd_checks = 0;
+	hl->m = atomic_load_explicit(s->word, memory_order_relaxed);
 	/* The policy: a copy, refreshed (under RCU) only when the VM's or
 	 * the sleeper's own generation moved, so that a halt normally costs
 	 * two loads here. */
-	vg = atomic_load_explicit(&vm->poll_gen, memory_order_acquire);
+	vg = atomic_load_explicit(&s->vm->poll_gen, memory_order_acquire);
 	og = atomic_load_explicit(&s->own_gen, memory_order_acquire);
 	if (VSCHED__UNLIKELY(vg != s->poll_gen || og != s->own_gen_seen))
 		refresh_policy(s, vg, og);
 	runnable_enter(t);
-	t0 = ops->now_ns(ops->ctx);
-	VSCHED__TRACE2(block_begin, t->vcpu ? (int)t->vcpu->id : -1, deadline);
+	hl->t0 = hl->poll_end = ops->now_ns(ops->ctx);
+	VSCHED__TRACE2(block_begin, t->id, hl->deadline);
+	t->op->begin(t);
+	reason = t->op->ready(t);
+	if (reason || hl->deadline > hl->t0)
+		return reason;
+	/* Check once: every ready fd is reported. */
+	return s->nfds && fd_check(s, hl->res) ? VSCHED_WAKE_FD
+					       : VSCHED_WAKE_DEADLINE;
+}
 
-	/* 1. The blocking hook covers the whole poll window. */
-	if (t->vcpu && ops->blocking)
-		ops->blocking(t->vcpu, ops->ctx);
-	poll_end = t0;
+/* Poll for the policy's window (unless vetoed), up to `eff`, the sleep's
+ * deadline: the word says POLLING meanwhile. Returns the reason the poll
+ * ended the halt, or 0 to go to sleep. */
+static inline __attribute__((always_inline)) int
+poll_window(const struct target *t, struct halt *hl, uint64_t eff)
+{
+	struct vsched__sleeper *s = t->s;
+	const struct vsched_host_ops *ops = &s->vm->ops;
+	const bool fds = s->nfds != 0;
+	uint64_t end, now = hl->t0, next_fd = hl->t0, checked = UINT64_MAX;
+	int reason = 0;
 
-	if (t->vcpu && atomic_load_explicit(&t->vcpu->ntimers_pub, memory_order_relaxed))
-		vsched_vcpu_fire_timers(t->vcpu); /* expired timers post now */
-	reason = ready(t);
-	if (reason)
-		goto out;
-	if (deadline <= t0) {
-		/* Check once: every ready fd is reported. */
-		reason = fds && fd_check(s, res) ? VSCHED_WAKE_FD
-						 : VSCHED_WAKE_DEADLINE;
-		goto out;
+	hl->window = vsched__poll_window(&s->params, &s->poll);
+	if (!hl->window)
+		return 0;
+	hl->vetoed = atomic_load_explicit(&s->guest_poll_off, memory_order_relaxed) ||
+		     t->op->veto(t);
+	if (hl->vetoed) {
+		vsched__count(&s->hs.vetoed);
+		hl->window = 0;
+		return 0;
 	}
-	eff = effective(t, deadline);
-
-	/* 2. Poll, unless vetoed. */
-	window = vsched__poll_window(&s->params, &s->poll);
-	if (window) {
-		vetoed = atomic_load_explicit(&s->guest_poll_off, memory_order_relaxed);
-		if (!vetoed && t->vcpu)
-			vetoed = (ops->no_poll && ops->no_poll(t->vcpu, ops->ctx)) ||
-				 (ops->contended && ops->contended(t->vcpu, ops->ctx)) ||
-				 atomic_load_explicit(&runnable_vcpus,
-						      memory_order_relaxed) > (int)vm->ncpus;
-		if (vetoed) {
-			vsched__count(&s->hs.vetoed);
-			window = 0;
-		}
-	}
-	if (window) {
-		uint64_t end = t0 + window;
-		if (end < t0 || end > eff)
-			end = eff;
-		attempted = true;
-		/* Posters do nothing for POLLING, so plain stores suffice. */
-		atomic_store_explicit(s->word,
-				      (m & VSCHED__GEN_MASK) | VSCHED_MODE_POLLING,
-				      memory_order_relaxed);
-		uint64_t next_fd = t0, checked = UINT64_MAX;
-		now = t0;
-		for (unsigned i = 1;; i++) {
-			reason = ready(t);
-			if (reason)
-				break;
-			vsched__relax();
-			if ((i & 31) != 0)
-				continue;
-			now = ops->now_ns(ops->ctx);
-			/* The fds, at a bounded rate: one non-blocking
-			 * epoll_pwait per VSCHED_FD_CHECK_NS of polling. */
-			if (fds && now >= next_fd) {
-				next_fd = now + VSCHED_FD_CHECK_NS;
-				checked = now;
-				if (fd_check(s, res)) {
-					reason = VSCHED_WAKE_FD;
-					break;
-				}
-			}
-			if (now >= end)
-				break;
-		}
-		atomic_store_explicit(s->word,
-				      (m & VSCHED__GEN_MASK) | VSCHED_MODE_OUTSIDE_GUEST,
-				      memory_order_relaxed);
-		poll_end = now;
+	end = hl->t0 + hl->window;
+	if (end < hl->t0 || end > eff)
+		end = eff;
+	hl->attempted = true;
+	vsched__mode_set_relaxed(s, hl->m, VSCHED_MODE_POLLING);
+	for (unsigned i = 1;; i++) {
+		reason = t->op->ready(t);
 		if (reason)
-			goto out; /* won: poll_end is the exit time, below */
-		if (end == eff && eff < deadline && (reason = timer_due(t)))
-			goto out; /* a guest timer expired while polling */
-		if (end == deadline) {
-			/* The deadline, inside the window: the fds first
-			 * (unless the last check was at this very time). */
-			reason = fds && checked != now && fd_check(s, res)
-					 ? VSCHED_WAKE_FD
-					 : VSCHED_WAKE_DEADLINE;
-			goto out;
+			break;
+		vsched__relax();
+		if ((i & 31) != 0)
+			continue;
+		now = ops->now_ns(ops->ctx);
+		/* The fds, at a bounded rate: one non-blocking epoll_pwait
+		 * per VSCHED_FD_CHECK_NS of polling. */
+		if (fds && now >= next_fd) {
+			next_fd = now + VSCHED_FD_CHECK_NS;
+			checked = now;
+			if (fd_check(s, hl->res)) {
+				reason = VSCHED_WAKE_FD;
+				break;
+			}
 		}
+		if (now >= end)
+			break;
 	}
+	vsched__mode_set_relaxed(s, hl->m, VSCHED_MODE_OUTSIDE_GUEST);
+	hl->poll_end = now;
+	if (reason)
+		return reason; /* won: poll_end is the exit time (account()) */
+	if (end == eff && eff < hl->deadline && (reason = t->op->timer_due(t)))
+		return reason; /* a guest timer expired while polling */
+	if (end == hl->deadline)
+		/* The deadline, inside the window: the fds first (unless the
+		 * last check was at this very time). */
+		return fds && checked != now && fd_check(s, hl->res)
+			       ? VSCHED_WAKE_FD
+			       : VSCHED_WAKE_DEADLINE;
+	return 0;
+}
 
-	/* A waiter's before_sleep: after the poll window, right before
-	 * "needs kick" is armed, so that what it arms (a VMM's own needs-kick
-	 * flag) is ordered before the re-check by the barrier below. */
-	if (h && h->before_sleep) {
-		h->before_sleep(h->w, h->hook_arg);
-		hooked = true;
-	}
+/* Arm BLOCKED, full barrier, re-check (the Dekker pair with vsched_post()
+ * and vsched_vcpu_kick(), doc/protocol.md), then sleep until a reason to
+ * run, the deadline or an error. Returns the reason. */
+static inline __attribute__((always_inline)) int
+arm_and_sleep(const struct target *t, struct halt *hl)
+{
+	struct vsched__sleeper *s = t->s;
+	const struct vsched_host_ops *ops = &s->vm->ops;
+	const uint32_t blocked = vsched__mode_with(hl->m, VSCHED_MODE_BLOCKED);
+	const bool hooked = t->op->before_sleep(t);
+	int reason;
 
-	/* 3. Arm: BLOCKED, full barrier, re-check (the Dekker pair with
-	 * vsched_post() and vsched_vcpu_kick()). */
-	atomic_exchange_explicit(s->word, blocked, memory_order_seq_cst);
-	vsched__mb_after_rmw();
-	reason = ready(t);
+	vsched__mode_arm(s, blocked);
+	reason = t->op->ready(t);
 	if (reason) {
-		leave_blocked(s, blocked);
+		vsched__mode_leave_blocked(s, blocked);
 		goto out;
 	}
-	runnable_leave(t);
-	sleep_start = ops->now_ns(ops->ctx);
-	waited = true;
+	runnable_leave(s);
+	hl->sleep_start = ops->now_ns(ops->ctx);
+	hl->waited = true;
 	for (;;) {
-		eff = effective(t, deadline);
+		uint64_t eff = t->op->deadline(t, hl->deadline);
 		/* The same flag the wakers read (vsched__wake_sleeper()). */
 		int r = atomic_load_explicit(&s->use_evfd, memory_order_relaxed)
-				? sleep_epoll(t, blocked, eff, res)
-				: sleep_futex(t, blocked, eff);
-		if (r == VSCHED_WAKE_DEADLINE && eff < deadline) {
+				? sleep_epoll(s, blocked, eff, hl->res)
+				: sleep_futex(s, blocked, eff);
+		if (r == VSCHED_WAKE_DEADLINE && eff < hl->deadline) {
 			/* A guest timer's deadline, not the caller's. */
-			reason = timer_due(t);
+			reason = t->op->timer_due(t);
 			if (reason)
 				break;
 			r = 0;
@@ -605,38 +657,49 @@ static int engine(struct target *t, uint64_t deadline,
 			break;
 		}
 		/* A poster or kick moved us out of BLOCKED. */
-		reason = ready(t);
+		reason = t->op->ready(t);
 		if (reason)
 			break;
 		/* Woken with nothing to do (its event was consumed before we
 		 * looked): arm again. */
-		atomic_exchange_explicit(s->word, blocked, memory_order_seq_cst);
-		vsched__mb_after_rmw();
-		reason = ready(t);
+		vsched__mode_arm(s, blocked);
+		reason = t->op->ready(t);
 		if (reason) {
-			leave_blocked(s, blocked);
+			vsched__mode_leave_blocked(s, blocked);
 			break;
 		}
 	}
 	runnable_enter(t);
-
 out:
-	/* Every path out of a sleep that ran before_sleep runs after_sleep. */
+	/* Every way out of a sleep that ran before_sleep runs after_sleep. */
 	if (hooked)
-		h->after_sleep(h->w, h->hook_arg);
-	/* 4. Every path out runs the unblocking hook. */
-	if (t->vcpu && ops->unblocking)
-		ops->unblocking(t->vcpu, ops->ctx);
-	now = ops->now_ns(ops->ctx);
-	halt_ns = now > t0 ? now - t0 : 0;
-	valid = reason > 0 && reason != VSCHED_WAKE_SIGNAL; /* not an error */
-	if (attempted && !waited)
-		poll_end = now; /* polling won: it lasted the whole halt */
+		t->op->after_sleep(t);
+	return reason;
+}
 
-	if (attempted) {
-		uint64_t pns = poll_end > t0 ? poll_end - t0 : 0;
+/* Every way out: the unblocking hook, the stats, the policy's update with
+ * the halt's real length, the result. */
+static inline __attribute__((always_inline)) void
+account(const struct target *t, struct halt *hl, int reason)
+{
+	struct vsched__sleeper *s = t->s;
+	const struct vsched_host_ops *ops = &s->vm->ops;
+	struct vsched_block_result *res = hl->res;
+	const bool won = hl->attempted && !hl->waited;
+	uint64_t now, halt_ns, before;
+	bool valid;
+
+	t->op->end(t);
+	now = ops->now_ns(ops->ctx);
+	halt_ns = now > hl->t0 ? now - hl->t0 : 0;
+	valid = reason > 0 && reason != VSCHED_WAKE_SIGNAL; /* not an error */
+	if (won)
+		hl->poll_end = now; /* polling won: it lasted the whole halt */
+	res->poll_ns = 0;
+	if (hl->attempted) {
+		uint64_t pns = hl->poll_end > hl->t0 ? hl->poll_end - hl->t0 : 0;
 		vsched__count(&s->hs.attempted);
-		if (!waited) {
+		if (won) {
 			vsched__count(&s->hs.successful);
 			if (!valid)
 				vsched__count(&s->hs.invalid);
@@ -647,33 +710,44 @@ out:
 			hist(s->hs.hist_fail, pns);
 		}
 		res->poll_ns = pns;
-	} else {
-		res->poll_ns = 0;
 	}
-	if (waited) {
-		uint64_t w = now > sleep_start ? now - sleep_start : 0;
+	if (hl->waited) {
+		uint64_t w = now > hl->sleep_start ? now - hl->sleep_start : 0;
 		vsched__count_n(&s->hs.wait_ns, w);
 		hist(s->hs.hist_wait, w);
 	}
-	/* 5. The policy learns how long the halt really was. */
-	{
-		uint64_t before = s->poll.window_ns;
-		vsched__poll_update(&s->params, &s->poll, window, halt_ns, valid);
-		if (s->poll.window_ns != before)
-			VSCHED__TRACE3(window_change, t->vcpu ? (int)t->vcpu->id : -1,
-				       before, s->poll.window_ns);
-	}
-	if (attempted && !waited)
-		VSCHED__TRACE2(poll_won, t->vcpu ? (int)t->vcpu->id : -1, res->poll_ns);
-	else if (attempted)
-		VSCHED__TRACE2(poll_lost, t->vcpu ? (int)t->vcpu->id : -1, res->poll_ns);
-	VSCHED__TRACE3(block_end, t->vcpu ? (int)t->vcpu->id : -1, reason, halt_ns);
+	/* The policy learns how long the halt really was. */
+	before = s->poll.window_ns;
+	vsched__poll_update(&s->params, &s->poll, hl->window, halt_ns, valid);
+	if (s->poll.window_ns != before)
+		VSCHED__TRACE3(window_change, t->id, before, s->poll.window_ns);
+	if (won)
+		VSCHED__TRACE2(poll_won, t->id, res->poll_ns);
+	else if (hl->attempted)
+		VSCHED__TRACE2(poll_lost, t->id, res->poll_ns);
+	VSCHED__TRACE3(block_end, t->id, reason, halt_ns);
 
 	res->reason = reason;
 	res->halt_ns = halt_ns;
-	res->window_ns = window;
-	res->poll_won = attempted && !waited;
-	res->vetoed = vetoed;
+	res->window_ns = hl->window;
+	res->poll_won = won;
+	res->vetoed = hl->vetoed;
+}
+
+/* The engine: first look, poll, arm and sleep, account. Owner thread. */
+static inline __attribute__((always_inline)) int
+engine(const struct target *t, uint64_t deadline,
+       struct vsched_block_result *res)
+{
+	struct vsched_block_result local = { .size = sizeof(local) };
+	struct halt hl = { .res = res ? res : &local, .deadline = deadline };
+	int reason = first_look(t, &hl);
+
+	if (!reason)
+		reason = poll_window(t, &hl, t->op->deadline(t, deadline));
+	if (!reason)
+		reason = arm_and_sleep(t, &hl);
+	account(t, &hl, reason);
 	return reason;
 }
 
@@ -681,7 +755,7 @@ int vsched__run_engine(struct vsched__sleeper *s,
 		       const struct vsched__wait_hooks *h, uint64_t deadline,
 		       struct vsched_block_result *res)
 {
-	struct target t = { .s = s, .h = h };
+	struct target t = { .op = &waiter_ops, .s = s, .h = h, .id = -1 };
 	return engine(&t, deadline, res);
 }
 
@@ -713,7 +787,8 @@ int vsched_vcpu_block_ex(struct vsched_vcpu *v, uint64_t deadline,
 		return VSCHED_ESHUTDOWN;
 	if (vsched__mode_of(m) != VSCHED_MODE_OUTSIDE_GUEST)
 		return VSCHED_ESTATE;
-	struct target t = { .s = &v->sl, .vcpu = v };
+	struct target t = { .op = &vcpu_ops, .s = &v->sl, .vcpu = v,
+			    .id = (int)v->id };
 	r = engine(&t, deadline, res ? &copy : NULL);
 	if (res)
 		vsched__result_out(res, &copy);
@@ -723,23 +798,6 @@ int vsched_vcpu_block_ex(struct vsched_vcpu *v, uint64_t deadline,
 int vsched_vcpu_block(struct vsched_vcpu *v, uint64_t deadline)
 {
 	return vsched_vcpu_block_ex(v, deadline, NULL);
-}
-
-int vsched_vcpu_kick(struct vsched_vcpu *v)
-{
-	uint32_t m;
-
-	if (!v)
-		return VSCHED_EINVAL;
-	/* Pairs with the block's barrier, as a post does: the event the
-	 * caller made visible before this is seen by the re-check, or we see
-	 * BLOCKED / IN_GUEST here. */
-	vsched__mb();
-	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
-	if (vsched__mode_of(m) == VSCHED_MODE_DESTROYED)
-		return VSCHED_ESHUTDOWN;
-	vsched__kick_decide(v, &v->sl, NULL, m, 0); /* counted as an event */
-	return 0;
 }
 
 int vsched_vcpu_set_guest_poll(struct vsched_vcpu *v, bool allow)
@@ -758,19 +816,8 @@ void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
 {
 	s->vm = vm;
 	s->word = word;
-	s->epfd = s->evfd = s->tfd = -1;
+	s->os = (struct vsched__os_set)VSCHED__OS_SET_INIT;
 	s->wake_margin_ns = MARGIN_START;
-}
-
-static void close_fds(struct vsched__sleeper *s)
-{
-	if (s->epfd >= 0)
-		close(s->epfd);
-	if (s->evfd >= 0)
-		close(s->evfd);
-	if (s->tfd >= 0)
-		close(s->tfd);
-	s->epfd = s->evfd = s->tfd = -1;
 }
 
 static void free_tables(struct vsched__sleeper *s)
@@ -791,7 +838,7 @@ void vsched__sleeper_fini(struct vsched__sleeper *s)
 {
 	struct vsched__poll_cfg *own;
 
-	close_fds(s);
+	vsched__os_set_close(&s->os);
 	free_tables(s);
 	own = atomic_exchange_explicit(&s->own_poll, NULL, memory_order_relaxed);
 	if (own)
@@ -835,12 +882,6 @@ static int free_slot(struct vsched__sleeper *s)
 	return (int)n;
 }
 
-static int ctl(int epfd, int op, int fd, uint32_t events, uint64_t slot)
-{
-	struct epoll_event ev = { .events = events, .data.u64 = slot };
-	return epoll_ctl(epfd, op, fd, &ev) ? -errno : 0;
-}
-
 /*
  * One flag, use_evfd, selects both halves of the wakeup: the sleeper sleeps
  * in epoll_pwait iff it is set (engine()), and a waker writes the eventfd
@@ -848,7 +889,7 @@ static int ctl(int epfd, int op, int fd, uint32_t events, uint64_t slot)
  * holds the eventfd, the timerfd and the caller's fd; a first call that
  * fails anywhere closes what it created and leaves the flag clear, so the
  * sleeper stays on the futex that wakers use. No waker can hold the
- * unpublished eventfd: it reads s->evfd only after seeing the flag.
+ * unpublished eventfd: it reads s->os.evfd only after seeing the flag.
  * Context: the owner thread, which is not asleep, so no sleep is switching
  * mechanism under us.
  */
@@ -860,18 +901,8 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 
 	if (fd < 0 || !events || (events & EPOLLET))
 		return VSCHED_EINVAL;
-	if (first) {
-		s->epfd = epoll_create1(EPOLL_CLOEXEC);
-		s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-		if (s->epfd < 0 || s->evfd < 0 || s->tfd < 0) {
-			rc = -errno;
-			goto undo;
-		}
-		if ((rc = ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, EPOLLIN, SLOT_EVFD)) ||
-		    (rc = ctl(s->epfd, EPOLL_CTL_ADD, s->tfd, EPOLLIN, SLOT_TFD)))
-			goto undo;
-	}
+	if (first && (rc = vsched__os_set_open(&s->os)))
+		return rc; /* open() closed what it created */
 	/* epoll hands back a slot number (the engine's own fds use 0 and
 	 * 1); the user's tag is kept in the slot. */
 	int i = free_slot(s);
@@ -879,7 +910,7 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 		rc = VSCHED_ENOMEM;
 		goto undo;
 	}
-	rc = ctl(s->epfd, EPOLL_CTL_ADD, fd, events, SLOT_USER + (unsigned)i);
+	rc = vsched__os_ctl(&s->os, EPOLL_CTL_ADD, fd, events, SLOT_USER + (unsigned)i);
 	if (rc == -EEXIST)
 		rc = VSCHED_EEXIST;
 	else if (rc == -ENOSPC) /* the kernel's max_user_watches */
@@ -889,12 +920,12 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 	s->fd_of[i] = fd;
 	s->tag_of[i] = tag;
 	s->nfds++;
-	/* Release: a waker that sees the flag sees s->evfd. */
+	/* Release: a waker that sees the flag sees s->os.evfd. */
 	atomic_store_explicit(&s->use_evfd, true, memory_order_release);
 	return 0;
 undo:
 	if (first)
-		close_fds(s); /* never published: nobody holds them */
+		vsched__os_set_close(&s->os); /* never published: nobody holds them */
 	return rc ? rc : VSCHED_ENOMEM;
 }
 
@@ -903,7 +934,7 @@ int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd)
 	int rc;
 	if (!atomic_load_explicit(&s->use_evfd, memory_order_relaxed) || fd < 0)
 		return VSCHED_EINVAL;
-	rc = ctl(s->epfd, EPOLL_CTL_DEL, fd, 0, 0);
+	rc = vsched__os_ctl(&s->os, EPOLL_CTL_DEL, fd, 0, 0);
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < s->nslots; i++)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Private to lib/: object layouts and the mode-word helpers shared by the
- * request, vCPU and block sources. Internal non-static names are vsched__. */
+/* Private to lib/: object layouts and the declarations shared by its
+ * sources. The mode word's protocol is lib/mode.h, the OS layer lib/os.h.
+ * Internal non-static names are vsched__. */
 #ifndef VSCHED__INTERNAL_H
 #define VSCHED__INTERNAL_H
 
@@ -18,42 +19,13 @@
 #include <vsched/vsched.h>
 
 #include "arch/arch.h"
+#include "os.h"
 #include "trace.h"
 
 #define VSCHED__CACHELINE 64
 #define VSCHED__ALIGNED __attribute__((aligned(VSCHED__CACHELINE)))
 #define VSCHED__LIKELY(x) __builtin_expect(!!(x), 1)
 #define VSCHED__UNLIKELY(x) __builtin_expect(!!(x), 0)
-
-/*
- * The mode word (32 bits, so that it is also the futex word):
- *   bits 0-2  enum vsched_mode
- *   bit  3    ACK_WAITERS: a WAIT poster sleeps on this word until the vCPU
- *             leaves guest mode
- *   bits 4-31 entry generation, incremented by every vsched_vcpu_enter();
- *             a WAIT poster that saw IN_GUEST at generation g is
- *             acknowledged once the word shows another generation or a
- *             mode outside the guest.
- * Only the vCPU's own thread changes the generation. Posters change the word
- * only with a CAS from IN_GUEST (to EXITING_GUEST), from BLOCKED (to
- * OUTSIDE_GUEST, the wakeup) or to set ACK_WAITERS while in guest mode, so
- * every transition the vCPU makes out of those states is an exchange.
- */
-#define VSCHED__MODE_MASK 0x7u
-#define VSCHED__ACK_WAITERS 0x8u
-#define VSCHED__GEN_ONE 0x10u
-#define VSCHED__GEN_MASK (~0xfu)
-
-static inline unsigned vsched__mode_of(uint32_t m)
-{
-	return m & VSCHED__MODE_MASK;
-}
-
-static inline bool vsched__in_guest(uint32_t m)
-{
-	unsigned mode = vsched__mode_of(m);
-	return mode == VSCHED_MODE_IN_GUEST || mode == VSCHED_MODE_EXITING_GUEST;
-}
 
 /* One declared kind. After finalisation, the table is indexed by rank (the
  * service order) and a pending word's bit r is the kind of rank r. */
@@ -100,7 +72,7 @@ struct vsched__sleeper {
 	 * must not share a line with what the owner writes per halt. */
 	struct vsched_vm *vm VSCHED__ALIGNED;
 	_Atomic uint32_t *word;     /* the mode word (futex) */
-	int epfd, evfd, tfd;        /* -1 until an fd is added */
+	struct vsched__os_set os;   /* -1s until an fd is added */
 	_Atomic bool use_evfd;      /* wake through evfd instead of futex */
 	_Atomic uint32_t callouts;  /* wakers inside a callout (see below) */
 	_Atomic bool guest_poll_off;
@@ -206,18 +178,6 @@ static inline void vsched__count_shared(_Atomic uint64_t *c)
 	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
-/* Wake a sleeper whose word a poster has just moved out of BLOCKED. */
-void vsched__wake_sleeper(struct vsched__sleeper *s);
-
-/* The kick decision on a mode word `m` read after the post's barrier:
- * kick an IN_GUEST vCPU (v non-NULL), wake a BLOCKED sleeper. Returns 1 if it
- * kicked or woke. A vCPU's kick or wakeup is counted in its ps counters: as
- * a post's when `flags` has VSCHED__KD_POST, else as an event's (`wakeups`
- * is then unused); a generic waiter's (v NULL) wakeup in `wakeups`. */
-#define VSCHED__KD_POST 0x80000000u
-int vsched__kick_decide(struct vsched_vcpu *v, struct vsched__sleeper *s,
-			_Atomic uint64_t *wakeups, uint32_t m, unsigned flags);
-
 void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
 			  _Atomic uint32_t *word);
 void vsched__sleeper_fini(struct vsched__sleeper *s);
@@ -228,10 +188,6 @@ int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd);
  * thread; the same RCU scheme as vsched__poll_install(). */
 int vsched__sleeper_set_poll(struct vsched__sleeper *s,
 			     const struct vsched_poll_params *p);
-
-/* Read the calling thread's timer slack once (prctl), for the precise
- * futex sleep (lib/block.c). */
-void vsched__thread_slack_init(void);
 
 /* A generic waiter's side of the engine (lib/waiter.c). */
 struct vsched__wait_hooks {
@@ -255,9 +211,6 @@ void vsched__halt_stats(const struct vsched__sleeper *s,
 			struct vsched_halt_stats *out);
 /* Leaving the sleeper's runnable count (destroy). */
 void vsched__sleeper_retire(struct vsched__sleeper *s);
-/* After the sleeper's word says DESTROYED: wait until no waker can still be
- * writing its eventfd (an RCU grace period), so that it can be closed. */
-void vsched__sleeper_quiesce(struct vsched__sleeper *s);
 
 /* Timers (lib/timer.c). */
 uint64_t vsched__vcpu_earliest(const struct vsched_vcpu *v);
@@ -285,34 +238,11 @@ void vsched__poll_read(struct vsched_vm *vm, struct vsched__poll_cfg *out);
 bool vsched__poll_params_ok(const struct vsched_poll_params *p,
 			    struct vsched_poll_params *n);
 
-/* Move the vCPU out of IN_GUEST/EXITING/BLOCKED/POLLING into `mode`,
- * keeping the generation, and release WAIT posters. Returns the old word. */
-static inline uint32_t vsched__mode_leave(struct vsched_vcpu *v, unsigned mode)
-{
-	uint32_t m = atomic_load_explicit(&v->mode, memory_order_relaxed);
-	uint32_t old = atomic_exchange_explicit(
-		&v->mode, (m & VSCHED__GEN_MASK) | mode, memory_order_seq_cst);
-	if (old & VSCHED__ACK_WAITERS)
-		v->vm->ops.wake((uint32_t *)&v->mode, v->vm->ops.ctx);
-	return old;
-}
-
 /* Hand every queued payload of the vCPU to the payload_drop callback. */
 void vsched__drain_payloads(struct vsched_vcpu *v);
 
-/* Default host operations (futex and CLOCK_MONOTONIC). */
-int vsched__futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns,
-		       void *ctx);
-void vsched__futex_wake(uint32_t *word, void *ctx);
-uint64_t vsched__clock_now(void *ctx);
 /* The arch timebase's frequency in Hz (lib/timebase.c). */
 uint64_t vsched__timebase_freq(void);
-
-/* Arm a timerfd at an absolute CLOCK_MONOTONIC deadline (NONE disarms). */
-void vsched__timerfd_at(int fd, uint64_t deadline_ns);
-/* A deadline in the VM's clock as a CLOCK_MONOTONIC one (lib/futex.c). */
-uint64_t vsched__kernel_deadline(const struct vsched_host_ops *ops,
-				 uint64_t deadline);
 
 /* liburcu is not built with ThreadSanitizer: annotate its hand-offs. */
 #if defined(__SANITIZE_THREAD__)
@@ -326,33 +256,5 @@ uint64_t vsched__kernel_deadline(const struct vsched_host_ops *ops,
 
 void *vsched__alloc(const struct vsched_allocator *a, size_t size);
 void vsched__free(const struct vsched_allocator *a, void *p, size_t size);
-
-/*
- * A waker's callout: what a poster does after it won the mode word and
- * that touches state vsched_vcpu_destroy() tears down or hands back to the
- * VMM (the kick eventfd write, the `kick` and `wake` host callbacks). The
- * waker counts itself in, then re-reads the word and skips the callout once
- * it says DESTROYED; destroy publishes DESTROYED, then waits for the count
- * to drain (vsched__sleeper_quiesce()). Both sides are seq_cst, a Dekker
- * pair: either the waker sees DESTROYED, or destroy sees it counted and
- * waits. test/model/sleeper.pml, variants NO_GRACE_PERIOD (destroy does not
- * wait) and NO_DESTROYED_CHECK (the waker does not re-read).
- */
-static inline bool vsched__callout_begin(struct vsched__sleeper *s)
-{
-	atomic_fetch_add_explicit(&s->callouts, 1, memory_order_seq_cst);
-	if (vsched__mode_of(atomic_load_explicit(s->word, memory_order_seq_cst)) ==
-	    VSCHED_MODE_DESTROYED) {
-		atomic_fetch_sub_explicit(&s->callouts, 1, memory_order_release);
-		return false;
-	}
-	return true;
-}
-
-static inline void vsched__callout_end(struct vsched__sleeper *s)
-{
-	VSCHED__TSAN_RELEASE(s); /* destroy's wait, for TSan */
-	atomic_fetch_sub_explicit(&s->callouts, 1, memory_order_release);
-}
 
 #endif /* VSCHED__INTERNAL_H */

@@ -1,11 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <string.h>
 
-#include "internal.h"
-
-
-/* Spins on a WAIT acknowledgement before sleeping on the mode word. */
-#define VSCHED__ACK_SPINS 2000
+#include "mode.h"
 
 #define KNOWN_REQ_FLAGS \
 	(VSCHED_REQ_NO_WAKEUP | VSCHED_REQ_WAIT | VSCHED_REQ_PAYLOAD)
@@ -180,88 +176,6 @@ const char *vsched_request_name(const struct vsched_vm *vm, unsigned kind)
 	return vm->table.by_kind[kind].name;
 }
 
-int vsched__kick_decide(struct vsched_vcpu *v, struct vsched__sleeper *s,
-			_Atomic uint64_t *wakeups, uint32_t m, unsigned flags)
-{
-	const struct vsched_host_ops *ops = &s->vm->ops;
-
-	for (;;) {
-		switch (vsched__mode_of(m)) {
-		case VSCHED_MODE_IN_GUEST:
-			/* Only the poster that moves it to EXITING kicks. A
-			 * failed CAS reloads m: retry if only ACK_WAITERS
-			 * changed, stop if the vCPU left or was kicked. */
-			if (atomic_compare_exchange_weak_explicit(
-				    s->word, &m,
-				    (m & ~VSCHED__MODE_MASK) |
-					    VSCHED_MODE_EXITING_GUEST,
-				    memory_order_seq_cst, memory_order_relaxed)) {
-				vsched__count_shared(flags & VSCHED__KD_POST
-							     ? &v->ps.kicks_sent
-							     : &v->ps.event_kicks);
-				VSCHED__TRACE1(kick, v->id);
-				/* A callout (internal.h): never after
-				 * vsched_vcpu_destroy() has returned. */
-				if (ops->kick && vsched__callout_begin(s)) {
-					ops->kick(v, ops->ctx);
-					vsched__callout_end(s);
-				}
-				return 1;
-			}
-			continue;
-		case VSCHED_MODE_BLOCKED:
-			if (flags & VSCHED_REQ_NO_WAKEUP)
-				return 0;
-			/* The winner moves the word back to running (so the
-			 * sleeper's way back skips its store) and wakes it. */
-			if (atomic_compare_exchange_weak_explicit(
-				    s->word, &m,
-				    (m & ~VSCHED__MODE_MASK) |
-					    VSCHED_MODE_OUTSIDE_GUEST,
-				    memory_order_seq_cst, memory_order_relaxed)) {
-				vsched__count_shared(
-					!v ? wakeups
-					: flags & VSCHED__KD_POST ? &v->ps.wakeups
-								  : &v->ps.event_wakeups);
-				VSCHED__TRACE1(wakeup, v ? (int)v->id : -1);
-				vsched__wake_sleeper(s);
-				return 1;
-			}
-			continue;
-		default:
-			/* Nothing to do: counted by deduction in
-			 * vsched_vcpu_read_stats(), so that this common path adds
-			 * no second atomic RMW. */
-			return 0;
-		}
-	}
-}
-
-/* Wait until a vCPU seen in guest mode at `seen` has left that entry. */
-static void wait_ack(struct vsched_vcpu *v, uint32_t seen)
-{
-	const struct vsched_host_ops *ops = &v->vm->ops;
-	uint32_t gen = seen & VSCHED__GEN_MASK, m;
-
-	if (!vsched__in_guest(seen))
-		return;
-	for (unsigned i = 0;; i++) {
-		m = atomic_load_explicit(&v->mode, memory_order_acquire);
-		if (!vsched__in_guest(m) || (m & VSCHED__GEN_MASK) != gen)
-			return;
-		if (i < VSCHED__ACK_SPINS) {
-			vsched__relax();
-			continue;
-		}
-		if (!(m & VSCHED__ACK_WAITERS) &&
-		    !atomic_compare_exchange_weak(&v->mode, &m,
-						  m | VSCHED__ACK_WAITERS))
-			continue;
-		ops->wait((uint32_t *)&v->mode, m | VSCHED__ACK_WAITERS,
-			  VSCHED_DEADLINE_NONE, ops->ctx);
-	}
-}
-
 /* Set the bit of rank r, barrier, read the mode, decide. *seen gets the mode
  * word the decision was made on. */
 static inline __attribute__((always_inline)) int
@@ -333,7 +247,7 @@ post_common(struct vsched_vcpu *v, unsigned kind,
 		return VSCHED_EINVAL;
 	rc = post_rank(v, r, flags, payload, &seen);
 	if (rc == 0 && (flags & VSCHED_REQ_WAIT))
-		wait_ack(v, seen);
+		vsched__mode_wait_ack(v, seen);
 	return rc;
 }
 
@@ -348,72 +262,6 @@ int vsched_post_payload(struct vsched_vcpu *v, unsigned kind,
 	if (!payload)
 		return VSCHED_EINVAL;
 	return post_common(v, kind, payload);
-}
-
-static void deliver_payloads(struct vsched_vcpu *v, unsigned r,
-			     const struct vsched__kind *k)
-{
-	struct vsched__payload_queue *q = &v->queues[k->payload_slot];
-
-	for (;;) {
-		/* Single consumer (this thread). WOULDBLOCK means a poster is
-		 * between its enqueue and its bit: it sets the bit after, so
-		 * the next service delivers the rest in order. */
-		struct cds_wfcq_node *n =
-			__cds_wfcq_dequeue_nonblocking(&q->head, &q->tail);
-		if (!n || n == CDS_WFCQ_WOULDBLOCK)
-			return;
-		VSCHED__TSAN_ACQUIRE(n);
-		vsched__count(&v->vs.payloads[r]);
-		k->handler(v, k->kind, (struct vsched_payload *)n, k->arg);
-	}
-}
-
-int vsched_service(struct vsched_vcpu *v)
-{
-	const struct vsched__table *t;
-	uint64_t w;
-	int n = 0;
-
-	if (VSCHED__UNLIKELY(!v))
-		return VSCHED_EINVAL;
-	w = atomic_load_explicit(&v->pending, memory_order_relaxed);
-	if (VSCHED__LIKELY(!w))
-		return 0;
-	{
-		uint32_t m = atomic_load_explicit(&v->mode, memory_order_relaxed);
-		if (vsched__mode_of(m) == VSCHED_MODE_DESTROYED)
-			return VSCHED_ESHUTDOWN;
-		if (vsched__in_guest(m))
-			return VSCHED_ESTATE;
-	}
-	t = &v->vm->table;
-	/* One pass in rank order: after servicing rank r, look only at ranks
-	 * above r. A handler that raises a later kind is serviced in this
-	 * pass; anything that appears below r waits for the next call (and
-	 * cancels the entry if it is still pending at the commit). */
-	while (w) {
-		unsigned r = (unsigned)__builtin_ctzll(w);
-		const struct vsched__kind *k = &t->by_rank[r];
-
-		/* Acquire: pairs with the poster's release of the bit. */
-		atomic_fetch_and_explicit(&v->pending, ~(UINT64_C(1) << r),
-					  memory_order_acquire);
-		vsched__count(&v->vs.serviced[r]);
-		n++;
-		if (k->payload_slot >= 0)
-			deliver_payloads(v, r, k);
-		else if (VSCHED__UNLIKELY((v->timer_ranks >> r) & 1) &&
-			 !vsched__timer_filter(v, r))
-			; /* a stale timer expiry, cancelled by its policy */
-		else if (k->handler)
-			k->handler(v, k->kind, NULL, k->arg);
-		if (r == VSCHED_MAX_KINDS - 1)
-			break;
-		w = atomic_load_explicit(&v->pending, memory_order_relaxed) &
-		    (~UINT64_C(0) << (r + 1));
-	}
-	return n;
 }
 
 int vsched_broadcast(struct vsched_vm *vm, const uint64_t *set, unsigned nbits,
@@ -452,7 +300,7 @@ int vsched_broadcast(struct vsched_vm *vm, const uint64_t *set, unsigned nbits,
 		}
 		if (flags & VSCHED_REQ_WAIT)
 			for (unsigned j = 0; j < cnt; j++)
-				wait_ack(targets[j], seen[j]);
+				vsched__mode_wait_ack(targets[j], seen[j]);
 	}
 	return posted;
 }

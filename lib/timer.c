@@ -22,15 +22,10 @@
  * high, and the next rising edge (time, arm into the past, enable, unmask)
  * posts again.
  */
-#include <errno.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
-#include <unistd.h>
 
 #include "abi.h"
-#include "internal.h"
+#include "mode.h"
 
 #include <urcu/urcu-bp.h>
 
@@ -58,7 +53,8 @@ struct vsched_timer {
 
 struct vsched_timer_service {
 	struct vsched_vm *vm;
-	int tfd, epfd, stopfd; /* run() waits on tfd and stopfd */
+	/* run() sleeps in this set: its timerfd, its eventfd (stop). */
+	struct vsched__os_set os;
 	_Atomic uint64_t next; /* programmed deadline, UINT64_MAX: none */
 	_Atomic bool stop;
 };
@@ -124,16 +120,6 @@ static int fire_one(struct vsched_timer *t, uint64_t now)
 }
 
 static void service_note(struct vsched_vm *vm, uint64_t d);
-
-/* Wake a vCPU asleep in vsched so that it recomputes its deadline. */
-static void wake_if_blocked(struct vsched_vcpu *v)
-{
-	uint32_t m;
-	vsched__mb();
-	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
-	if (vsched__mode_of(m) == VSCHED_MODE_BLOCKED)
-		vsched__kick_decide(v, &v->sl, &v->ps.wakeups, m, 0);
-}
 
 int vsched_timer_create(struct vsched_vcpu *v,
 			const struct vsched_timer_desc *caller,
@@ -241,7 +227,7 @@ void vsched__timers_free(struct vsched_vm *vm)
 static void note_and_wake(struct vsched_timer *t, uint64_t d)
 {
 	service_note(t->vcpu->vm, d);
-	wake_if_blocked(t->vcpu);
+	vsched__mode_rewake(t->vcpu);
 }
 
 int vsched_timer_arm(struct vsched_timer *t, uint64_t d)
@@ -543,7 +529,7 @@ static void program(struct vsched_timer_service *s)
 		 * CLOCK_MONOTONIC: with an injected clock the time left is
 		 * converted now; an expiry before the VM's clock reaches the
 		 * deadline fires nothing and programs it again. */
-		vsched__timerfd_at(s->tfd, vsched__kernel_deadline(&s->vm->ops, v));
+		vsched__os_timer_at(&s->os, vsched__kernel_deadline(&s->vm->ops, v));
 		if (atomic_load(&s->next) == v)
 			return;
 	}
@@ -585,6 +571,7 @@ static void service_note(struct vsched_vm *vm, uint64_t d)
 int vsched_timer_service_create(struct vsched_vm *vm, struct vsched_timer_service **out)
 {
 	struct vsched_timer_service *s, *none = NULL;
+	int rc;
 
 	if (!vm || !out)
 		return VSCHED_EINVAL;
@@ -592,31 +579,14 @@ int vsched_timer_service_create(struct vsched_vm *vm, struct vsched_timer_servic
 	if (!s)
 		return VSCHED_ENOMEM;
 	s->vm = vm;
-	s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (s->tfd < 0) {
-		int e = -errno;
+	rc = vsched__os_set_open(&s->os);
+	if (rc) {
 		vsched__free(&vm->alloc, s, sizeof(*s));
-		return e;
-	}
-	s->epfd = epoll_create1(EPOLL_CLOEXEC);
-	s->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	struct epoll_event ev = { .events = EPOLLIN };
-	if (s->epfd < 0 || s->stopfd < 0 || epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->tfd, &ev) ||
-	    epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->stopfd, &ev)) {
-		int e = -errno;
-		if (s->epfd >= 0)
-			close(s->epfd);
-		if (s->stopfd >= 0)
-			close(s->stopfd);
-		close(s->tfd);
-		vsched__free(&vm->alloc, s, sizeof(*s));
-		return e;
+		return rc;
 	}
 	atomic_init(&s->next, UINT64_MAX);
 	if (!atomic_compare_exchange_strong(&vm->tsvc, &none, s)) {
-		close(s->epfd);
-		close(s->stopfd);
-		close(s->tfd);
+		vsched__os_set_close(&s->os);
 		vsched__free(&vm->alloc, s, sizeof(*s));
 		return VSCHED_EEXIST;
 	}
@@ -627,18 +597,17 @@ int vsched_timer_service_create(struct vsched_vm *vm, struct vsched_timer_servic
 
 int vsched_timer_service_fd(const struct vsched_timer_service *s)
 {
-	return s ? s->tfd : VSCHED_EINVAL;
+	return s ? s->os.tfd : VSCHED_EINVAL;
 }
 
 int vsched_timer_service_dispatch(struct vsched_timer_service *s)
 {
-	uint64_t drain, now, m = UINT64_MAX;
+	uint64_t now, m = UINT64_MAX;
 	int fired = 0;
 
 	if (!s)
 		return VSCHED_EINVAL;
-	ssize_t r = read(s->tfd, &drain, sizeof(drain));
-	(void)r;
+	vsched__os_drain(s->os.tfd);
 	/* Forget the programmed deadline first: an arm from now on lowers
 	 * it again and programs it itself. */
 	atomic_store(&s->next, UINT64_MAX);
@@ -671,20 +640,18 @@ int vsched_timer_service_run(struct vsched_timer_service *s)
 		vsched_timer_service_dispatch(s);
 		if (atomic_load(&s->stop))
 			break;
-		epoll_pwait(s->epfd, &ev, 1, -1, NULL);
+		vsched__os_wait(&s->os, &ev, 1, -1); /* a signal: dispatch again */
 	}
 	return 0;
 }
 
 int vsched_timer_service_stop(struct vsched_timer_service *s)
 {
-	uint64_t one = 1;
 	if (!s)
 		return VSCHED_EINVAL;
 	atomic_store(&s->stop, true);
 	/* run() waits on this eventfd too. */
-	ssize_t r = write(s->stopfd, &one, sizeof(one));
-	(void)r;
+	vsched__os_signal(&s->os);
 	return 0;
 }
 
@@ -693,9 +660,7 @@ static void service_free(struct vsched_timer_service *s)
 {
 	urcu_bp_synchronize_rcu();
 	VSCHED__TSAN_ACQUIRE(s);
-	close(s->epfd);
-	close(s->stopfd);
-	close(s->tfd);
+	vsched__os_set_close(&s->os);
 	vsched__free(&s->vm->alloc, s, sizeof(*s));
 }
 

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-#include "internal.h"
+/* A vCPU's life (create, destroy) and its thread's side of the request
+ * queues: vsched_service() hands pending kinds to their handlers in rank
+ * order, the payload queues drain. The mode word is lib/mode.c's. */
+#include "mode.h"
 
 int vsched_vcpu_create(struct vsched_vm *vm, unsigned id, void *user,
 		       struct vsched_vcpu **out)
@@ -106,73 +109,6 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 	return 0;
 }
 
-static int check_own(const struct vsched_vcpu *v, uint32_t *m)
-{
-	if (!v)
-		return VSCHED_EINVAL;
-	*m = atomic_load_explicit(&v->mode, memory_order_relaxed);
-	if (vsched__mode_of(*m) == VSCHED_MODE_DESTROYED)
-		return VSCHED_ESHUTDOWN;
-	return 0;
-}
-
-int vsched_vcpu_enter(struct vsched_vcpu *v)
-{
-	uint32_t m;
-	uint64_t p;
-	int rc = check_own(v, &m);
-
-	if (rc)
-		return rc;
-	if (vsched__mode_of(m) != VSCHED_MODE_OUTSIDE_GUEST)
-		return VSCHED_ESTATE;
-	/* Dekker, vCPU side: write the mode, full barrier, read requests.
-	 * Pairs with the barrier between setting the bit and reading the mode
-	 * in vsched_post(). The exchange is a full barrier on x86; the
-	 * barrier after it is the one that counts elsewhere. */
-	atomic_exchange_explicit(&v->mode,
-				 ((m & VSCHED__GEN_MASK) + VSCHED__GEN_ONE) |
-					 VSCHED_MODE_IN_GUEST,
-				 memory_order_seq_cst);
-	vsched__mb_after_rmw();
-	p = atomic_load_explicit(&v->pending, memory_order_relaxed);
-	if (VSCHED__LIKELY(!p)) {
-		vsched__count(&v->vs.entries);
-		return 0;
-	}
-	/* Back out before running guest code; count each pending kind. */
-	vsched__mode_leave(v, VSCHED_MODE_OUTSIDE_GUEST);
-	VSCHED__TRACE2(entry_cancelled, v->id, p);
-	vsched__count(&v->vs.cancelled_entries);
-	while (p) {
-		unsigned r = (unsigned)__builtin_ctzll(p);
-		p &= p - 1;
-		vsched__count(&v->vs.cancelled[r]);
-	}
-	return VSCHED_ENTRY_CANCELLED;
-}
-
-int vsched_vcpu_exit(struct vsched_vcpu *v)
-{
-	uint32_t m;
-	int rc = check_own(v, &m);
-
-	if (rc)
-		return rc;
-	if (!vsched__in_guest(m))
-		return VSCHED_ESTATE;
-	vsched__mode_leave(v, VSCHED_MODE_OUTSIDE_GUEST);
-	return 0;
-}
-
-int vsched_vcpu_mode(const struct vsched_vcpu *v)
-{
-	if (!v)
-		return VSCHED_EINVAL;
-	return (int)vsched__mode_of(
-		atomic_load_explicit(&v->mode, memory_order_relaxed));
-}
-
 void *vsched_vcpu_user(const struct vsched_vcpu *v)
 {
 	return v ? v->user : NULL;
@@ -186,4 +122,70 @@ struct vsched_vm *vsched_vcpu_vm(const struct vsched_vcpu *v)
 int vsched_vcpu_id(const struct vsched_vcpu *v)
 {
 	return v ? (int)v->id : VSCHED_EINVAL;
+}
+
+static void deliver_payloads(struct vsched_vcpu *v, unsigned r,
+			     const struct vsched__kind *k)
+{
+	struct vsched__payload_queue *q = &v->queues[k->payload_slot];
+
+	for (;;) {
+		/* Single consumer (this thread). WOULDBLOCK means a poster is
+		 * between its enqueue and its bit: it sets the bit after, so
+		 * the next service delivers the rest in order. */
+		struct cds_wfcq_node *n =
+			__cds_wfcq_dequeue_nonblocking(&q->head, &q->tail);
+		if (!n || n == CDS_WFCQ_WOULDBLOCK)
+			return;
+		VSCHED__TSAN_ACQUIRE(n);
+		vsched__count(&v->vs.payloads[r]);
+		k->handler(v, k->kind, (struct vsched_payload *)n, k->arg);
+	}
+}
+
+int vsched_service(struct vsched_vcpu *v)
+{
+	const struct vsched__table *t;
+	uint64_t w;
+	int n = 0;
+
+	if (VSCHED__UNLIKELY(!v))
+		return VSCHED_EINVAL;
+	w = atomic_load_explicit(&v->pending, memory_order_relaxed);
+	if (VSCHED__LIKELY(!w))
+		return 0;
+	{
+		uint32_t m = atomic_load_explicit(&v->mode, memory_order_relaxed);
+		if (vsched__mode_of(m) == VSCHED_MODE_DESTROYED)
+			return VSCHED_ESHUTDOWN;
+		if (vsched__in_guest(m))
+			return VSCHED_ESTATE;
+	}
+	t = &v->vm->table;
+	/* One pass in rank order: after servicing rank r, look only at ranks
+	 * above r. A handler that raises a later kind is serviced in this
+	 * pass; anything that appears below r waits for the next call (and
+	 * cancels the entry if it is still pending at the commit). */
+	while (w) {
+		unsigned r = (unsigned)__builtin_ctzll(w);
+		const struct vsched__kind *k = &t->by_rank[r];
+
+		/* Acquire: pairs with the poster's release of the bit. */
+		atomic_fetch_and_explicit(&v->pending, ~(UINT64_C(1) << r),
+					  memory_order_acquire);
+		vsched__count(&v->vs.serviced[r]);
+		n++;
+		if (k->payload_slot >= 0)
+			deliver_payloads(v, r, k);
+		else if (VSCHED__UNLIKELY((v->timer_ranks >> r) & 1) &&
+			 !vsched__timer_filter(v, r))
+			; /* a stale timer expiry, cancelled by its policy */
+		else if (k->handler)
+			k->handler(v, k->kind, NULL, k->arg);
+		if (r == VSCHED_MAX_KINDS - 1)
+			break;
+		w = atomic_load_explicit(&v->pending, memory_order_relaxed) &
+		    (~UINT64_C(0) << (r + 1));
+	}
+	return n;
 }

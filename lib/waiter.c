@@ -2,7 +2,7 @@
 /* Generic waiters: the block/poll engine for any thread that waits on a
  * condition, such as an I/O thread on a guest ring. */
 #include "abi.h"
-#include "internal.h"
+#include "mode.h"
 
 struct vsched_waiter {
 	_Atomic uint32_t state VSCHED__ALIGNED; /* same encoding as a mode word */

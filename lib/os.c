@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* Default wait/wake/clock: futex on the vCPU's mode word and
- * CLOCK_MONOTONIC. These are the only syscalls the wait paths make. */
+/* The OS layer (lib/os.h): futex, clock, timer slack, and the epoll set
+ * of an eventfd and a timerfd. The only syscalls the wait paths make. */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/timerfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include <vsched/vsched.h>
+
+#include "os.h"
 
 uint64_t vsched__clock_now(void *ctx)
 {
@@ -69,7 +73,79 @@ uint64_t vsched__kernel_deadline(const struct vsched_host_ops *ops,
 	return mono + (deadline - now);
 }
 
-void vsched__timerfd_at(int fd, uint64_t deadline_ns)
+/* The calling thread's timer slack, read once (prctl), never changed. */
+static __thread uint64_t thread_slack_ns = UINT64_MAX;
+
+uint64_t vsched__thread_slack(void)
+{
+	if (thread_slack_ns == UINT64_MAX) {
+		int r = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+		thread_slack_ns = r < 0 ? 0 : (uint64_t)(unsigned)r;
+	}
+	return thread_slack_ns;
+}
+
+int vsched__os_ctl(const struct vsched__os_set *o, int op, int fd,
+		   uint32_t events, uint64_t data)
+{
+	struct epoll_event ev = { .events = events, .data.u64 = data };
+	return epoll_ctl(o->epfd, op, fd, &ev) ? -errno : 0;
+}
+
+void vsched__os_set_close(struct vsched__os_set *o)
+{
+	if (o->epfd >= 0)
+		close(o->epfd);
+	if (o->evfd >= 0)
+		close(o->evfd);
+	if (o->tfd >= 0)
+		close(o->tfd);
+	o->epfd = o->evfd = o->tfd = -1;
+}
+
+int vsched__os_set_open(struct vsched__os_set *o)
+{
+	int rc;
+
+	o->epfd = epoll_create1(EPOLL_CLOEXEC);
+	o->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	o->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (o->epfd < 0 || o->evfd < 0 || o->tfd < 0) {
+		rc = -errno;
+		goto undo;
+	}
+	if ((rc = vsched__os_ctl(o, EPOLL_CTL_ADD, o->evfd, EPOLLIN, VSCHED__OS_EVFD)) ||
+	    (rc = vsched__os_ctl(o, EPOLL_CTL_ADD, o->tfd, EPOLLIN, VSCHED__OS_TFD)))
+		goto undo;
+	return 0;
+undo:
+	vsched__os_set_close(o);
+	return rc;
+}
+
+int vsched__os_wait(const struct vsched__os_set *o, struct epoll_event *ev,
+		    int n, int timeout_ms)
+{
+	int r = epoll_pwait(o->epfd, ev, n, timeout_ms, NULL);
+	return r < 0 ? -errno : r;
+}
+
+void vsched__os_signal(const struct vsched__os_set *o)
+{
+	uint64_t one = 1;
+	ssize_t r = write(o->evfd, &one, sizeof(one));
+	(void)r; /* EAGAIN: the counter is saturated, still readable */
+}
+
+void vsched__os_drain(int fd)
+{
+	uint64_t v;
+	ssize_t r = read(fd, &v, sizeof(v));
+	(void)r; /* EAGAIN: nothing to reset */
+}
+
+void vsched__os_timer_at(const struct vsched__os_set *o, uint64_t deadline_ns)
+
 {
 	struct itimerspec its = { 0 };
 
@@ -81,5 +157,5 @@ void vsched__timerfd_at(int fd, uint64_t deadline_ns)
 		if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
 			its.it_value.tv_nsec = 1;
 	}
-	timerfd_settime(fd, TFD_TIMER_ABSTIME, &its, NULL);
+	timerfd_settime(o->tfd, TFD_TIMER_ABSTIME, &its, NULL);
 }

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The OS layer (lib/os.c): every syscall a sleep, a wake or a clock read
+ * of lib/ makes goes through here. The futex wait/wake and the
+ * CLOCK_MONOTONIC read are the default host operations (vm.h); the epoll
+ * set of an eventfd and a timerfd is what both the sleeper (lib/block.c,
+ * once it has fds) and the timer service (lib/timer.c) sleep in. Deadlines
+ * in the VM's clock, which may be injected (host_ops.now_ns), are converted
+ * into the kernel's CLOCK_MONOTONIC by vsched__kernel_deadline() before
+ * any kernel timer sees them. Signals are not caught here: a wait they
+ * interrupt returns -EINTR, which the callers report as VSCHED_WAKE_SIGNAL.
+ * Every function returns a negative errno on failure.
+ */
+#ifndef VSCHED__OS_H
+#define VSCHED__OS_H
+
+#include <stdint.h>
+#include <sys/epoll.h>
+
+struct vsched_host_ops;
+
+/* Default host operations: futex on a 32-bit word, CLOCK_MONOTONIC. Any
+ * thread. The wait takes an absolute CLOCK_MONOTONIC deadline
+ * (VSCHED_DEADLINE_NONE: none) and returns 0 (woken, or the word was not
+ * `expected`), -ETIMEDOUT, -EINTR or another -errno. */
+int vsched__futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns,
+		       void *ctx);
+void vsched__futex_wake(uint32_t *word, void *ctx);
+uint64_t vsched__clock_now(void *ctx);
+
+/* A deadline in the VM's clock as a CLOCK_MONOTONIC one: the same number
+ * with the default clock; with an injected now_ns, the time left measured
+ * now (callers re-check now_ns() when the kernel's timer expires). */
+uint64_t vsched__kernel_deadline(const struct vsched_host_ops *ops,
+				 uint64_t deadline);
+
+/* The calling thread's timer slack in ns, read once per thread (prctl). */
+uint64_t vsched__thread_slack(void);
+
+/*
+ * An epoll set holding an eventfd (the wake or stop signal, epoll data
+ * VSCHED__OS_EVFD) and a timerfd on CLOCK_MONOTONIC (VSCHED__OS_TFD), both
+ * non-blocking; further fds use data from VSCHED__OS_USER on. open()
+ * creates all three or none (fds -1) and returns 0 or -errno; close() is
+ * idempotent. Whoever owns the set closes it once no thread can still
+ * signal it (the callers' own rules: a callout drain, an RCU grace period).
+ */
+#define VSCHED__OS_EVFD 0
+#define VSCHED__OS_TFD 1
+#define VSCHED__OS_USER 2
+struct vsched__os_set {
+	int epfd, evfd, tfd;
+};
+#define VSCHED__OS_SET_INIT { -1, -1, -1 }
+int vsched__os_set_open(struct vsched__os_set *o);
+void vsched__os_set_close(struct vsched__os_set *o);
+/* epoll_ctl(op) of `fd` with `events` and epoll data `data`. */
+int vsched__os_ctl(const struct vsched__os_set *o, int op, int fd,
+		   uint32_t events, uint64_t data);
+/* epoll_pwait(timeout_ms, no signal mask change): the number of events, or
+ * -errno (-EINTR for a signal). */
+int vsched__os_wait(const struct vsched__os_set *o, struct epoll_event *ev,
+		    int n, int timeout_ms);
+/* Signal the eventfd (any thread; a saturated counter is still readable). */
+void vsched__os_signal(const struct vsched__os_set *o);
+/* Read and so reset a non-blocking eventfd or timerfd `fd`. */
+void vsched__os_drain(int fd);
+/* Arm the set's timerfd at an absolute CLOCK_MONOTONIC deadline
+ * (VSCHED_DEADLINE_NONE disarms). */
+void vsched__os_timer_at(const struct vsched__os_set *o, uint64_t deadline_ns);
+
+#endif /* VSCHED__OS_H */
