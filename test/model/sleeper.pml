@@ -13,7 +13,7 @@
  * user fd, which becomes ready once) or on the futex, by the mechanism the
  * sleeper chose. Posters set the request, read the mode and, on BLOCKED, CAS
  * it to OUTSIDE and wake the sleeper by the mechanism the waker chose: the
- * futex, or a write to the eventfd, as a callout (lib/internal.h): count
+ * futex, or a write to the eventfd, as a callout (lib/mode.h): count
  * itself in, re-check the word for DESTROYED, write, count itself out. When
  * the vCPU thread is done, a destroyer publishes DESTROYED, waits until no
  * callout is counted, and closes the eventfd, whose number may then be

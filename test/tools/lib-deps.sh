@@ -3,7 +3,8 @@
 # file dependency picture, from the object files (nm: defined vs undefined
 # vsched_/vsched__ symbols), and the call circles in it (a file that calls
 # back, directly or through others, into a file that calls it).
-# usage: test/tools/lib-deps.sh [build-dir]     (after a build)
+# usage: test/tools/lib-deps.sh [build-dir]     (after a build; exits 1
+# on a circle, so ctest's lib_no_call_circles keeps the picture acyclic)
 set -eu
 dir=${1:-build}
 objs=$(find "$dir/CMakeFiles" -path '*/vsched_objects.dir/lib/*.o' | sort)
@@ -26,6 +27,12 @@ echo "# calls between lib/ sources (caller -> callee)"
 cat "${TMPDIR:-/tmp}/lib-deps.$$"
 echo "# circles"
 # tsort reports a cycle on stderr when the graph has one.
-awk '{ print $1, $3 }' "${TMPDIR:-/tmp}/lib-deps.$$" | tsort 2>&1 >/dev/null |
-	sed 's/^tsort: //' || true
+circles=$(awk '{ print $1, $3 }' "${TMPDIR:-/tmp}/lib-deps.$$" | tsort 2>&1 >/dev/null |
+	sed 's/^tsort: //' || true)
 rm -f "${TMPDIR:-/tmp}/lib-deps.$$"
+if [ -n "$circles" ]; then
+	printf '%s\n' "$circles"
+	echo "FAIL: a lib/ source calls back into one that calls it"
+	exit 1
+fi
+echo "none"
