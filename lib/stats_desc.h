@@ -28,36 +28,34 @@
 
 #include <vsched/stats.h>
 
-/* clang-format off */
-#define VSCHED__STATS(X)                                                                    \
-	X(entries,                ONE,  count, entries,                     VCPU,    vs.entries)          \
+#define VSCHED__STATS(X)                                                                                   \
+	X(entries,                ONE,  count, entries,                     VCPU,    vs.entries)           \
 	X(cancelled_entries,      ONE,  count, cancelled_entries,           VCPU,    vs.cancelled_entries) \
-	X(kicks_sent,             ONE,  count, kicks_sent,                  VCPU,    ps.kicks_sent)       \
-	X(kicks_avoided,          ONE,  count, kicks_avoided,               DERIVED, -)                   \
-	X(halt_wakeup,            ONE,  count, halt.halt_wakeup,            DERIVED, -)                   \
-	X(spurious_wakeups,       ONE,  count, spurious_wakeups,            SLEEPER, hs.spurious)         \
-	X(halt_successful_poll,   ONE,  count, halt.halt_successful_poll,   SLEEPER, hs.successful)       \
-	X(halt_attempted_poll,    ONE,  count, halt.halt_attempted_poll,    SLEEPER, hs.attempted)        \
-	X(halt_poll_invalid,      ONE,  count, halt.halt_poll_invalid,      SLEEPER, hs.invalid)          \
-	X(halt_poll_success_ns,   ONE,  ns,    halt.halt_poll_success_ns,   SLEEPER, hs.success_ns)       \
-	X(halt_poll_fail_ns,      ONE,  ns,    halt.halt_poll_fail_ns,      SLEEPER, hs.fail_ns)          \
-	X(halt_wait_ns,           ONE,  ns,    halt.halt_wait_ns,           SLEEPER, hs.wait_ns)          \
-	X(halt_poll_vetoed,       ONE,  count, halt.halt_poll_vetoed,       SLEEPER, hs.vetoed)           \
-	X(idle_fastpath_skips,    ONE,  count, halt.idle_fastpath_skips,    SLEEPER, hs.skips)            \
-	X(idle_fastpath_stores,   ONE,  count, halt.idle_fastpath_stores,   SLEEPER, hs.stores)           \
-	X(posted,                 KIND, count, kind[0].posted,              DERIVED, -)                   \
-	X(serviced,               KIND, count, kind[0].serviced,            RANK,    vs.serviced)         \
-	X(coalesced,              KIND, count, kind[0].coalesced,           RANK,    ps.coalesced)        \
-	X(kind_cancelled_entries, KIND, count, kind[0].cancelled_entries,   RANK,    vs.cancelled)        \
-	X(payloads_delivered,     KIND, count, kind[0].payloads_delivered,  RANK,    vs.payloads)         \
-	X(halt_poll_success_hist, HIST, ns,    halt.halt_poll_success_hist, SLEEPER, hs.hist_success)     \
-	X(halt_poll_fail_hist,    HIST, ns,    halt.halt_poll_fail_hist,    SLEEPER, hs.hist_fail)        \
-	X(halt_wait_hist,         HIST, ns,    halt.halt_wait_hist,         SLEEPER, hs.hist_wait)        \
-	X(wakeups,                ONE,  count, wakeups,                     VCPU,    ps.wakeups)          \
-	X(event_kicks,            ONE,  count, event_kicks,                 VCPU,    ps.event_kicks)      \
-	X(event_wakeups,          ONE,  count, event_wakeups,               VCPU,    ps.event_wakeups)    \
+	X(kicks_sent,             ONE,  count, kicks_sent,                  VCPU,    ps.kicks_sent)        \
+	X(kicks_avoided,          ONE,  count, kicks_avoided,               DERIVED, -)                    \
+	X(halt_wakeup,            ONE,  count, halt.halt_wakeup,            DERIVED, -)                    \
+	X(spurious_wakeups,       ONE,  count, spurious_wakeups,            SLEEPER, hs.spurious)          \
+	X(halt_successful_poll,   ONE,  count, halt.halt_successful_poll,   SLEEPER, hs.successful)        \
+	X(halt_attempted_poll,    ONE,  count, halt.halt_attempted_poll,    SLEEPER, hs.attempted)         \
+	X(halt_poll_invalid,      ONE,  count, halt.halt_poll_invalid,      SLEEPER, hs.invalid)           \
+	X(halt_poll_success_ns,   ONE,  ns,    halt.halt_poll_success_ns,   SLEEPER, hs.success_ns)        \
+	X(halt_poll_fail_ns,      ONE,  ns,    halt.halt_poll_fail_ns,      SLEEPER, hs.fail_ns)           \
+	X(halt_wait_ns,           ONE,  ns,    halt.halt_wait_ns,           SLEEPER, hs.wait_ns)           \
+	X(halt_poll_vetoed,       ONE,  count, halt.halt_poll_vetoed,       SLEEPER, hs.vetoed)            \
+	X(idle_fastpath_skips,    ONE,  count, halt.idle_fastpath_skips,    SLEEPER, hs.skips)             \
+	X(idle_fastpath_stores,   ONE,  count, halt.idle_fastpath_stores,   SLEEPER, hs.stores)            \
+	X(posted,                 KIND, count, kind[0].posted,              DERIVED, -)                    \
+	X(serviced,               KIND, count, kind[0].serviced,            RANK,    vs.serviced)          \
+	X(coalesced,              KIND, count, kind[0].coalesced,           RANK,    ps.coalesced)         \
+	X(kind_cancelled_entries, KIND, count, kind[0].cancelled_entries,   RANK,    vs.cancelled)         \
+	X(payloads_delivered,     KIND, count, kind[0].payloads_delivered,  RANK,    vs.payloads)          \
+	X(halt_poll_success_hist, HIST, ns,    halt.halt_poll_success_hist, SLEEPER, hs.hist_success)      \
+	X(halt_poll_fail_hist,    HIST, ns,    halt.halt_poll_fail_hist,    SLEEPER, hs.hist_fail)         \
+	X(halt_wait_hist,         HIST, ns,    halt.halt_wait_hist,         SLEEPER, hs.hist_wait)         \
+	X(wakeups,                ONE,  count, wakeups,                     VCPU,    ps.wakeups)           \
+	X(event_kicks,            ONE,  count, event_kicks,                 VCPU,    ps.event_kicks)       \
+	X(event_wakeups,          ONE,  count, event_wakeups,               VCPU,    ps.event_wakeups)     \
 	X(halt_poll_fd_checks,    ONE,  count, halt_poll_fd_checks,         SLEEPER, hs.fd_checks)
-/* clang-format on */
 
 /* What each shape means for the descriptor and the snapshot struct. */
 #define VSCHED__STAT_SIZE_ONE 1
@@ -88,9 +86,10 @@ enum {
 struct vsched__sleeper;
 
 /* The SLEEPER rows that are members of struct vsched_halt_stats, read from
- * `s` (a vCPU's or a generic waiter's); `halt_wakeup` is left to the caller,
- * whose wakeup counters differ. Any thread; each counter is read atomically,
- * relaxed. */
+ * `s` (a vCPU's or a generic waiter's) into `out`, whose `halt_wakeup` is
+ * set to 0 for the caller to fill (vCPUs and waiters count wakeups apart).
+ * Any thread; each counter is read atomically (relaxed), the set is not one
+ * atomic snapshot. */
 void vsched__sleeper_halt_stats(const struct vsched__sleeper *s,
 				struct vsched_halt_stats *out);
 
