@@ -958,24 +958,3 @@ int vsched_vcpu_fd_del(struct vsched_vcpu *v, int fd)
 		return VSCHED_EINVAL;
 	return vsched__sleeper_fd_del(&v->sl, fd);
 }
-
-void vsched__halt_stats(const struct vsched__sleeper *s,
-			struct vsched_halt_stats *o)
-{
-#define RD(x) atomic_load_explicit(&s->hs.x, memory_order_relaxed)
-	o->halt_successful_poll = RD(successful);
-	o->halt_attempted_poll = RD(attempted);
-	o->halt_poll_invalid = RD(invalid);
-	o->halt_poll_success_ns = RD(success_ns);
-	o->halt_poll_fail_ns = RD(fail_ns);
-	o->halt_wait_ns = RD(wait_ns);
-	o->halt_poll_vetoed = RD(vetoed);
-	o->idle_fastpath_skips = RD(skips);
-	o->idle_fastpath_stores = RD(stores);
-	for (unsigned i = 0; i < VSCHED_HIST_BUCKETS; i++) {
-		o->halt_poll_success_hist[i] = RD(hist_success[i]);
-		o->halt_poll_fail_hist[i] = RD(hist_fail[i]);
-		o->halt_wait_hist[i] = RD(hist_wait[i]);
-	}
-#undef RD
-}

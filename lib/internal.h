@@ -207,8 +207,6 @@ int vsched__result_in(struct vsched_block_result *ours,
 		      const struct vsched_block_result *theirs);
 void vsched__result_out(struct vsched_block_result *theirs,
 			const struct vsched_block_result *ours);
-void vsched__halt_stats(const struct vsched__sleeper *s,
-			struct vsched_halt_stats *out);
 /* Leaving the sleeper's runnable count (destroy). */
 void vsched__sleeper_retire(struct vsched__sleeper *s);
 

@@ -1,12 +1,120 @@
 /* SPDX-License-Identifier: MIT */
+/* The per-vCPU statistics: the snapshot struct, the descriptors and the
+ * values array, each expanded from the one table of lib/stats_desc.h. The
+ * text/JSON writer is in lib/stats_write.c. */
 #include <string.h>
 
 #include "abi.h"
 #include "internal.h"
+#include "stats_desc.h"
 
-static uint64_t rd(const _Atomic uint64_t *c)
+enum { FROM_VCPU, FROM_SLEEPER, FROM_RANK, FROM_DERIVED };
+
+/* Where a row's values come from and where they go in the snapshot. */
+struct stat_src {
+	unsigned from;  /* FROM_* */
+	size_t counter; /* in struct vsched_vcpu, or vsched__sleeper for SLEEPER */
+	size_t field;   /* of the first value in struct vsched_vcpu_stats */
+	size_t stride;  /* between two values in struct vsched_vcpu_stats */
+};
+
+#define COUNTER_VCPU(c) offsetof(struct vsched_vcpu, c)
+#define COUNTER_SLEEPER(c) offsetof(struct vsched__sleeper, c)
+#define COUNTER_RANK(c) offsetof(struct vsched_vcpu, c)
+#define COUNTER_DERIVED(c) 0
+
+#define DESC(name, shape, unit, field, from, counter)                         \
+	{ #name, VSCHED__STAT_TYPE_##shape, #unit, VSCHED__SV_##name,         \
+	  VSCHED__STAT_SIZE_##shape, VSCHED__STAT_PER_KIND_##shape },
+static const struct vsched_stat_desc descs[] = { VSCHED__STATS(DESC) };
+#undef DESC
+
+#define SRC(name, shape, unit, field, from, counter)                          \
+	{ FROM_##from, COUNTER_##from(counter),                               \
+	  offsetof(struct vsched_vcpu_stats, field), VSCHED__STAT_STRIDE_##shape },
+static const struct stat_src srcs[] = { VSCHED__STATS(SRC) };
+#undef SRC
+
+enum { NDESCS = sizeof(descs) / sizeof(descs[0]) };
+
+/*
+ * What the compiler checks of each row: the counter holds exactly the row's
+ * values (one, one per rank, one per bucket), and the snapshot member is one
+ * value (ONE, KIND: the kinds are VSCHED__STAT_STRIDE_KIND apart) or the
+ * whole histogram. And of the table: the rows' values fill the snapshot, so
+ * that a member added to struct vsched_vcpu_stats without a row (or a row
+ * without a member) does not build; test_stats checks that each row names
+ * the member its public name says.
+ */
+#define NFIELD_ONE 1
+#define NFIELD_KIND 1
+#define NFIELD_HIST VSCHED_HIST_BUCKETS
+#define COUNTER_SIZE_VCPU(c) sizeof(((struct vsched_vcpu *)0)->c)
+#define COUNTER_SIZE_SLEEPER(c) sizeof(((struct vsched__sleeper *)0)->c)
+#define COUNTER_SIZE_RANK(c) COUNTER_SIZE_VCPU(c)
+#define COUNTER_SIZE_DERIVED(c) 0
+#define CHECK(name, shape, unit, field, from, counter)                        \
+	_Static_assert(COUNTER_SIZE_##from(counter) == 0 ||                    \
+		       COUNTER_SIZE_##from(counter) ==                         \
+			       VSCHED__STAT_SIZE_##shape * sizeof(uint64_t),   \
+		       #name ": counter size");                                \
+	_Static_assert(sizeof(((struct vsched_vcpu_stats *)0)->field) ==       \
+			       NFIELD_##shape * sizeof(uint64_t),              \
+		       #name ": snapshot member size");
+VSCHED__STATS(CHECK)
+#undef CHECK
+_Static_assert(offsetof(struct vsched_vcpu_stats, entries) +
+			       VSCHED__STAT_NVALUES * sizeof(uint64_t) ==
+		       sizeof(struct vsched_vcpu_stats),
+	       "every member of struct vsched_vcpu_stats has one row");
+
+/* Value j of row `s` in a snapshot. */
+static uint64_t *value_of(struct vsched_vcpu_stats *snap,
+			  const struct stat_src *s, unsigned j)
 {
+	return (uint64_t *)((char *)snap + s->field + j * s->stride);
+}
+
+/* Counter j of row `s` in `base`. */
+static uint64_t rd(const void *base, const struct stat_src *s, unsigned j)
+{
+	const _Atomic uint64_t *c =
+		(const _Atomic uint64_t *)((const char *)base + s->counter) + j;
+
 	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* The rows that come `from` VCPU or SLEEPER, read out of `base`. */
+static void read_rows(struct vsched_vcpu_stats *snap, unsigned from,
+		      const void *base)
+{
+	for (unsigned i = 0; i < NDESCS; i++)
+		if (srcs[i].from == from)
+			for (unsigned j = 0; j < descs[i].size; j++)
+				*value_of(snap, &srcs[i], j) = rd(base, &srcs[i], j);
+}
+
+/* The RANK rows: counter r goes to the kind of rank r. */
+static void read_rank_rows(struct vsched_vcpu_stats *snap,
+			   const struct vsched_vcpu *v)
+{
+	const struct vsched__table *t = &v->vm->table;
+
+	for (unsigned i = 0; i < NDESCS; i++)
+		if (srcs[i].from == FROM_RANK)
+			for (unsigned r = 0; r < t->nkinds; r++)
+				*value_of(snap, &srcs[i], t->by_rank[r].kind) =
+					rd(v, &srcs[i], r);
+}
+
+void vsched__sleeper_halt_stats(const struct vsched__sleeper *s,
+				struct vsched_halt_stats *out)
+{
+	struct vsched_vcpu_stats snap;
+
+	memset(&snap, 0, sizeof(snap));
+	read_rows(&snap, FROM_SLEEPER, s);
+	memcpy(out, &snap.halt, sizeof(*out));
 }
 
 int vsched_vcpu_read_stats(const struct vsched_vcpu *v,
@@ -20,21 +128,17 @@ int vsched_vcpu_read_stats(const struct vsched_vcpu *v,
 		return VSCHED_EINVAL;
 	memset(out, 0, sizeof(*out));
 	out->size = sizeof(*out);
-	out->entries = rd(&v->vs.entries);
-	out->cancelled_entries = rd(&v->vs.cancelled_entries);
-	out->kicks_sent = rd(&v->ps.kicks_sent);
-	out->wakeups = rd(&v->ps.wakeups);
-	out->event_kicks = rd(&v->ps.event_kicks);
-	out->event_wakeups = rd(&v->ps.event_wakeups);
-	out->spurious_wakeups = rd(&v->sl.hs.spurious);
-	t = &v->vm->table;
+	/* Read order, for kicks_avoided below: a post's kick or wakeup
+	 * counter before the pending word, the pending word before the
+	 * serviced and coalesced counters. */
+	read_rows(out, FROM_VCPU, v);
+	read_rows(out, FROM_SLEEPER, &v->sl);
 	pend = atomic_load_explicit(&v->pending, memory_order_relaxed);
+	read_rank_rows(out, v);
+	/* The DERIVED rows. */
+	t = &v->vm->table;
 	for (unsigned r = 0; r < t->nkinds; r++) {
 		struct vsched_kind_stats *s = &out->kind[t->by_rank[r].kind];
-		s->serviced = rd(&v->vs.serviced[r]);
-		s->coalesced = rd(&v->ps.coalesced[r]);
-		s->cancelled_entries = rd(&v->vs.cancelled[r]);
-		s->payloads_delivered = rd(&v->vs.payloads[r]);
 		s->posted = s->serviced + s->coalesced + ((pend >> r) & 1);
 		posted += s->posted;
 	}
@@ -46,59 +150,12 @@ int vsched_vcpu_read_stats(const struct vsched_vcpu *v,
 	 * pending bit that it serviced. */
 	avoided = posted - out->kicks_sent - out->wakeups;
 	out->kicks_avoided = avoided > posted ? 0 : avoided;
-	vsched__halt_stats(&v->sl, &out->halt);
 	/* KVM's halt_wakeup: every wakeup of the halted vCPU, any source. */
 	out->halt.halt_wakeup = out->wakeups + out->event_wakeups;
-	out->halt_poll_fd_checks = atomic_load_explicit(&v->sl.hs.fd_checks,
-							memory_order_relaxed);
 	/* The extensible-struct rule (lib/abi.h): an older caller gets the
 	 * members it knows. */
 	return vsched__struct_out(caller, out, sizeof(*out));
 }
-
-/* ------------------------------------------------------------------ */
-/* Descriptor-based snapshot and its text / JSON writer. */
-
-#include <errno.h>
-#include <stdio.h>
-
-enum { H = VSCHED_HIST_BUCKETS, K = VSCHED_MAX_KINDS };
-
-#define C(name, unit, off) { name, VSCHED_STAT_COUNTER, unit, off, 1, 0 }
-#define PK(name, off) { name, VSCHED_STAT_COUNTER, "count", off, K, 1 }
-#define HIST(name, off) { name, VSCHED_STAT_LOG2_HIST, "ns", off, H, 0 }
-
-static const struct vsched_stat_desc descs[] = {
-	C("entries", "count", 0),
-	C("cancelled_entries", "count", 1),
-	C("kicks_sent", "count", 2),
-	C("kicks_avoided", "count", 3),
-	C("halt_wakeup", "count", 4), /* every source, as KVM */
-	C("spurious_wakeups", "count", 5),
-	C("halt_successful_poll", "count", 6),
-	C("halt_attempted_poll", "count", 7),
-	C("halt_poll_invalid", "count", 8),
-	C("halt_poll_success_ns", "ns", 9),
-	C("halt_poll_fail_ns", "ns", 10),
-	C("halt_wait_ns", "ns", 11),
-	C("halt_poll_vetoed", "count", 12),
-	C("idle_fastpath_skips", "count", 13),
-	C("idle_fastpath_stores", "count", 14),
-	PK("posted", 15),
-	PK("serviced", 15 + K),
-	PK("coalesced", 15 + 2 * K),
-	PK("kind_cancelled_entries", 15 + 3 * K),
-	PK("payloads_delivered", 15 + 4 * K),
-	HIST("halt_poll_success_hist", 15 + 5 * K),
-	HIST("halt_poll_fail_hist", 15 + 5 * K + H),
-	HIST("halt_wait_hist", 15 + 5 * K + 2 * H),
-	C("wakeups", "count", 15 + 5 * K + 3 * H),
-	C("event_kicks", "count", 16 + 5 * K + 3 * H),
-	C("event_wakeups", "count", 17 + 5 * K + 3 * H),
-	C("halt_poll_fd_checks", "count", 18 + 5 * K + 3 * H),
-};
-
-#define NVALUES (19 + 5 * K + 3 * H)
 
 int vsched_vcpu_stat_descs(const struct vsched_stat_desc **d, unsigned *count,
 			   unsigned *nvalues)
@@ -106,8 +163,8 @@ int vsched_vcpu_stat_descs(const struct vsched_stat_desc **d, unsigned *count,
 	if (!d || !count || !nvalues)
 		return VSCHED_EINVAL;
 	*d = descs;
-	*count = sizeof(descs) / sizeof(descs[0]);
-	*nvalues = NVALUES;
+	*count = NDESCS;
+	*nvalues = VSCHED__STAT_NVALUES;
 	return 0;
 }
 
@@ -115,90 +172,12 @@ int vsched_vcpu_stat_values(const struct vsched_vcpu *v, uint64_t *val,
 			    unsigned nvalues)
 {
 	struct vsched_vcpu_stats s = { .size = sizeof(s) };
-	const struct vsched_halt_stats *h = &s.halt;
-	unsigned i = 0;
 
-	if (!v || !val || nvalues < NVALUES)
+	if (!v || !val || nvalues < VSCHED__STAT_NVALUES)
 		return VSCHED_EINVAL;
 	vsched_vcpu_read_stats(v, &s);
-	const uint64_t c[15] = { s.entries, s.cancelled_entries, s.kicks_sent,
-				 s.kicks_avoided, h->halt_wakeup, s.spurious_wakeups,
-				 h->halt_successful_poll, h->halt_attempted_poll,
-				 h->halt_poll_invalid, h->halt_poll_success_ns,
-				 h->halt_poll_fail_ns, h->halt_wait_ns,
-				 h->halt_poll_vetoed, h->idle_fastpath_skips,
-				 h->idle_fastpath_stores };
-	for (; i < 15; i++)
-		val[i] = c[i];
-	for (unsigned k = 0; k < K; k++) {
-		val[15 + k] = s.kind[k].posted;
-		val[15 + K + k] = s.kind[k].serviced;
-		val[15 + 2 * K + k] = s.kind[k].coalesced;
-		val[15 + 3 * K + k] = s.kind[k].cancelled_entries;
-		val[15 + 4 * K + k] = s.kind[k].payloads_delivered;
-	}
-	for (unsigned b = 0; b < H; b++) {
-		val[15 + 5 * K + b] = h->halt_poll_success_hist[b];
-		val[15 + 5 * K + H + b] = h->halt_poll_fail_hist[b];
-		val[15 + 5 * K + 2 * H + b] = h->halt_wait_hist[b];
-	}
-	val[15 + 5 * K + 3 * H] = s.wakeups;
-	val[16 + 5 * K + 3 * H] = s.event_kicks;
-	val[17 + 5 * K + 3 * H] = s.event_wakeups;
-	val[18 + 5 * K + 3 * H] = s.halt_poll_fd_checks;
+	for (unsigned i = 0; i < NDESCS; i++)
+		for (unsigned j = 0; j < descs[i].size; j++)
+			val[descs[i].offset + j] = *value_of(&s, &srcs[i], j);
 	return 0;
-}
-
-int vsched_vcpu_stats_write(const struct vsched_vcpu *v, FILE *f, unsigned format)
-{
-	uint64_t val[NVALUES];
-	const unsigned n = sizeof(descs) / sizeof(descs[0]);
-	const bool json = format == VSCHED_STATS_JSON;
-
-	if (!v || !f || format > VSCHED_STATS_JSON)
-		return VSCHED_EINVAL;
-	vsched_vcpu_stat_values(v, val, NVALUES);
-	if (json)
-		fprintf(f, "{\"vcpu\": %u", v->id);
-	for (unsigned i = 0; i < n; i++) {
-		const struct vsched_stat_desc *d = &descs[i];
-		if (d->size == 1) {
-			if (json)
-				fprintf(f, ", \"%s\": %llu", d->name,
-					(unsigned long long)val[d->offset]);
-			else
-				fprintf(f, "vcpu%u.%s %llu\n", v->id, d->name,
-					(unsigned long long)val[d->offset]);
-			continue;
-		}
-		bool first = true;
-		if (json)
-			fprintf(f, ", \"%s\": {", d->name);
-		for (unsigned j = 0; j < d->size; j++) {
-			uint64_t x = val[d->offset + j];
-			const char *kname = d->per_kind ? vsched_request_name(v->vm, j) : NULL;
-			if (!x)
-				continue;
-			if (json) {
-				if (kname)
-					fprintf(f, "%s\"%s\": %llu", first ? "" : ", ", kname,
-						(unsigned long long)x);
-				else
-					fprintf(f, "%s\"%u\": %llu", first ? "" : ", ", j,
-						(unsigned long long)x);
-			} else if (kname) {
-				fprintf(f, "vcpu%u.%s{kind=%s} %llu\n", v->id, d->name, kname,
-					(unsigned long long)x);
-			} else {
-				fprintf(f, "vcpu%u.%s{log2=%u} %llu\n", v->id, d->name, j,
-					(unsigned long long)x);
-			}
-			first = false;
-		}
-		if (json)
-			fprintf(f, "}");
-	}
-	if (json)
-		fprintf(f, "}\n");
-	return ferror(f) ? -EIO : 0;
 }

@@ -3,6 +3,7 @@
  * condition, such as an I/O thread on a guest ring. */
 #include "abi.h"
 #include "mode.h"
+#include "stats_desc.h"
 
 struct vsched_waiter {
 	_Atomic uint32_t state VSCHED__ALIGNED; /* same encoding as a mode word */
@@ -114,7 +115,7 @@ int vsched_waiter_stats(const struct vsched_waiter *w,
 {
 	if (!w || !out)
 		return VSCHED_EINVAL;
-	vsched__halt_stats(&w->sl, out);
+	vsched__sleeper_halt_stats(&w->sl, out);
 	out->halt_wakeup = atomic_load_explicit(&w->wakeups, memory_order_relaxed);
 	return 0;
 }

@@ -154,11 +154,213 @@ static void test_wakeups_count_posts_only(void **state)
 	vsched_vm_destroy(vm);
 }
 
+/*
+ * Every descriptor's values equal the struct reader's members, for a vCPU
+ * that has done some of everything (posts that coalesce, carry payloads,
+ * kick, wake or cancel an entry; a poll that wins, polls that fail, sleeps
+ * woken by a post, by a kick, by nothing, and one that times out). The map
+ * from public name to member is written here, from the public header, on
+ * purpose apart from lib/stats_desc.h: it checks that table's rows.
+ */
+enum { ONE = 1, KIND = VSCHED_MAX_KINDS, HIST = VSCHED_HIST_BUCKETS };
+#define TOP(m) { #m, offsetof(struct vsched_vcpu_stats, m), ONE }
+#define HALT(m, n) { #m, offsetof(struct vsched_vcpu_stats, halt.m), n }
+#define PER_KIND(name, m) { #name, offsetof(struct vsched_vcpu_stats, kind[0].m), KIND }
+static const struct member {
+	const char *name;
+	size_t off;
+	unsigned n;
+} members[] = {
+	TOP(entries), TOP(cancelled_entries), TOP(kicks_sent), TOP(kicks_avoided),
+	TOP(wakeups), TOP(spurious_wakeups), TOP(event_kicks), TOP(event_wakeups),
+	TOP(halt_poll_fd_checks),
+	HALT(halt_successful_poll, ONE), HALT(halt_attempted_poll, ONE),
+	HALT(halt_poll_invalid, ONE), HALT(halt_wakeup, ONE),
+	HALT(halt_poll_success_ns, ONE), HALT(halt_poll_fail_ns, ONE),
+	HALT(halt_wait_ns, ONE), HALT(halt_poll_vetoed, ONE),
+	HALT(idle_fastpath_skips, ONE), HALT(idle_fastpath_stores, ONE),
+	HALT(halt_poll_success_hist, HIST), HALT(halt_poll_fail_hist, HIST),
+	HALT(halt_wait_hist, HIST),
+	PER_KIND(posted, posted), PER_KIND(serviced, serviced),
+	PER_KIND(coalesced, coalesced),
+	PER_KIND(kind_cancelled_entries, cancelled_entries),
+	PER_KIND(payloads_delivered, payloads_delivered),
+};
+#undef TOP
+#undef HALT
+#undef PER_KIND
+
+static uint64_t member_value(const struct vsched_vcpu_stats *s,
+			     const struct member *m, unsigned j)
+{
+	size_t stride = m->n == KIND ? sizeof(struct vsched_kind_stats)
+				     : sizeof(uint64_t);
+	uint64_t x;
+
+	memcpy(&x, (const char *)s + m->off + j * stride, sizeof(x));
+	return x;
+}
+
+enum { K_TLB = 9, K_IRQ = 2 };
+static struct vsched_vcpu *wv;
+static unsigned wclock;
+static void work_poll_clock(struct fake_host *h)
+{
+	h->now += 10;
+	if (wclock && !--wclock)
+		assert_int_equal(vsched_post(wv, K_TLB), 0);
+}
+
+static int wsleeps;
+static int work_wait(struct fake_host *h, uint32_t *w, uint32_t exp, uint64_t dl)
+{
+	(void)w, (void)exp;
+	switch (wsleeps++) {
+	case 0: /* nothing: a spurious return */
+		h->now += 3000;
+		return 0;
+	case 1: /* an event source's kick */
+		h->now += 70000;
+		assert_int_equal(vsched_vcpu_kick(wv), 0);
+		return 0;
+	case 2: /* the post that ends the halt */
+		h->now += 900000;
+		assert_int_equal(vsched_post(wv, K_TLB), 0);
+		return 0;
+	default: /* a timed halt that times out */
+		h->now = dl;
+		return -110;
+	}
+}
+
+static unsigned delivered;
+static void take_payload(struct vsched_vcpu *v, unsigned kind,
+			 struct vsched_payload *p, void *arg)
+{
+	(void)v, (void)kind, (void)arg;
+	delivered += p != NULL;
+}
+
+static void do_some_work(struct vsched_vcpu *v, struct fake_host *h)
+{
+	struct vsched_payload p[3];
+
+	/* Posts: coalesced ones, payloads, one that cancels an entry. */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(vsched_post(v, K_TLB), 0);
+	assert_int_equal(vsched_post_payload(v, K_IRQ, &p[0]), 0);
+	assert_int_equal(vsched_post_payload(v, K_IRQ, &p[1]), 0);
+	assert_int_equal(vsched_service(v), 2);
+	assert_int_equal(vsched_post(v, K_TLB), 0);
+	assert_int_not_equal(vsched_vcpu_enter(v), 0);
+	assert_int_equal(vsched_service(v), 1);
+	/* In the guest: an event kick, then a post that needs none; then a
+	 * post that kicks. */
+	assert_int_equal(vsched_vcpu_enter(v), 0);
+	assert_int_equal(vsched_vcpu_kick(v), 0);
+	assert_int_equal(vsched_post_payload(v, K_IRQ, &p[2]), 0);
+	assert_int_equal(vsched_vcpu_exit(v), 0);
+	assert_int_equal(vsched_service(v), 1);
+	assert_int_equal(vsched_vcpu_enter(v), 0);
+	assert_int_equal(vsched_post(v, K_TLB), 0);
+	assert_int_equal(vsched_vcpu_exit(v), 0);
+	assert_int_equal(vsched_service(v), 1);
+	assert_int_equal(h->kicks, 2);
+	/* A poll that wins, then a halt that sleeps three times. */
+	wclock = 20;
+	assert_int_equal(vsched_vcpu_block(v, VSCHED_DEADLINE_NONE), VSCHED_WAKE_REQUEST);
+	assert_int_equal(vsched_service(v), 1);
+	assert_int_equal(vsched_vcpu_block(v, VSCHED_DEADLINE_NONE), VSCHED_WAKE_REQUEST);
+	assert_int_equal(wsleeps, 3);
+	assert_int_equal(vsched_service(v), 1);
+	/* A halt that times out, and one post left pending. */
+	assert_int_equal(vsched_vcpu_block(v, h->now + 50000), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(vsched_post(v, K_TLB), 0);
+	assert_int_equal(delivered, 3);
+}
+
+static void test_values_match_struct(void **state)
+{
+	struct fake_host h = { .now = 1000, .on_clock = work_poll_clock,
+			       .on_wait = work_wait };
+	struct vsched_host_ops ops = fake_ops(&h);
+	const unsigned nm = sizeof(members) / sizeof(members[0]);
+	unsigned used[sizeof(members) / sizeof(members[0])] = { 0 };
+	const struct vsched_stat_desc *d;
+	unsigned n, nv, covered = 0;
+	(void)state;
+
+	/* Kind numbers and ranks differ (9 is served first), so a row that
+	 * stored by rank instead of kind number would show. */
+	struct vsched_vm *vm = make_vm(&ops, 2000);
+	declare(vm, K_IRQ, "irq", 5, VSCHED_REQ_PAYLOAD, take_payload, NULL, 0);
+	declare(vm, K_TLB, "tlb", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	wv = make_vcpu(vm, 3);
+	wclock = 0, wsleeps = 0, delivered = 0;
+	do_some_work(wv, &h);
+
+	struct vsched_vcpu_stats s = stats_of(wv);
+	assert_int_equal(vsched_vcpu_stat_descs(&d, &n, &nv), 0);
+	uint64_t *val = calloc(nv, sizeof(*val));
+	assert_int_equal(vsched_vcpu_stat_values(wv, val, nv), 0);
+	for (unsigned i = 0; i < n; i++) {
+		const struct member *m = NULL;
+		for (unsigned k = 0; k < nm; k++)
+			if (!strcmp(members[k].name, d[i].name))
+				m = &members[k], used[k]++;
+		if (!m)
+			fail_msg("descriptor %s names no member of "
+				 "struct vsched_vcpu_stats", d[i].name);
+		assert_int_equal(d[i].size, m->n);
+		assert_int_equal(d[i].per_kind, m->n == KIND);
+		assert_int_equal(d[i].type, m->n == HIST ? VSCHED_STAT_LOG2_HIST
+							 : VSCHED_STAT_COUNTER);
+		for (unsigned j = 0; j < d[i].size; j++)
+			if (val[d[i].offset + j] != member_value(&s, m, j))
+				fail_msg("%s[%u]: descriptor value %llu, struct %llu",
+					 d[i].name, j,
+					 (unsigned long long)val[d[i].offset + j],
+					 (unsigned long long)member_value(&s, m, j));
+		covered += d[i].size;
+	}
+	/* One descriptor per member, and every member has one. */
+	for (unsigned k = 0; k < nm; k++)
+		if (used[k] != 1)
+			fail_msg("member %s has %u descriptors", members[k].name, used[k]);
+	assert_int_equal(offsetof(struct vsched_vcpu_stats, entries) +
+				 covered * sizeof(uint64_t),
+			 sizeof(struct vsched_vcpu_stats));
+
+	/* The work reached every kind of source. */
+	assert_int_equal(s.entries, 2);
+	assert_int_equal(s.cancelled_entries, 1);
+	assert_int_equal(s.kicks_sent, 1);
+	assert_int_equal(s.event_kicks, 1);
+	assert_int_equal(s.wakeups, 1);
+	assert_int_equal(s.event_wakeups, 1);
+	assert_true(s.kicks_avoided > 0);
+	assert_true(s.spurious_wakeups > 0);
+	assert_true(s.halt.halt_successful_poll > 0);
+	assert_true(s.halt.halt_attempted_poll > s.halt.halt_successful_poll);
+	assert_true(s.halt.halt_poll_success_ns > 0);
+	assert_true(s.halt.halt_poll_fail_ns > 0);
+	assert_true(s.halt.halt_wait_ns > 0);
+	assert_int_equal(s.kind[K_TLB].posted, 8);
+	assert_int_equal(s.kind[K_TLB].coalesced, 2);
+	assert_int_equal(s.kind[K_TLB].cancelled_entries, 1);
+	assert_int_equal(s.kind[K_IRQ].posted, 3);
+	assert_int_equal(s.kind[K_IRQ].payloads_delivered, 3);
+	free(val);
+	vsched_vm_destroy(vm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_descriptors_and_values),
 		cmocka_unit_test(test_wakeups_count_posts_only),
+		cmocka_unit_test(test_values_match_struct),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
