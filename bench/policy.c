@@ -49,6 +49,12 @@ static int policy_option(int argc, char **argv, int i)
 	return 2;
 }
 
+/* qsort comparator of trace_files[] entries: by path. */
+static int cmp_path(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static int load_trace(const char *path, struct trace *t)
 {
 	FILE *f = fopen(path, "r");
@@ -243,8 +249,7 @@ static int run_policy(void)
 		}
 		if (dir)
 			closedir(dir);
-		qsort(trace_files, ntrace_files, sizeof(trace_files[0]),
-		      (int (*)(const void *, const void *))strcmp);
+		qsort(trace_files, ntrace_files, sizeof(trace_files[0]), cmp_path);
 	}
 	for (int i = 0; i < ntrace_files; i++) {
 		if (load_trace(trace_files[i], &tr[ntr]) == 0)
