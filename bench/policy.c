@@ -228,11 +228,11 @@ static void emit(const char *trace, const char *pol, const char *metric,
 					       .ratio_prec = 3 });
 }
 
-static int run_policy(void)
+/* Every .txt of bench/traces/, by name, unless --trace gave files; loads
+ * them into tr[] and returns how many loaded. */
+static int load_traces(struct trace *tr)
 {
-	struct trace tr[MAX_TRACES];
 	int ntr = 0;
-	double c_poll = opt_polled_ns, c_wake = opt_wake_ns;
 
 	if (!ntrace_files) {
 		DIR *dir = opendir(VSCHED_TRACE_DIR);
@@ -257,26 +257,84 @@ static int run_policy(void)
 		else
 			fprintf(stderr, "cannot read trace %s\n", trace_files[i]);
 	}
-	if (!ntr) {
-		fprintf(stderr, "no traces\n");
-		return 1;
-	}
-	/* Calibrate the cost model on this machine, in this run: one-way
-	 * wakeup latency = half a round trip. */
-	if (c_poll <= 0 || c_wake <= 0) {
+	return ntr;
+}
+
+/* The cost model's one-way wakeup latencies, polled and sleeping: the
+ * --polled-ns and --wake-ns figures, or else calibrated on this machine in
+ * this run as half a measured round trip. */
+static void calibrate(double *c_poll, double *c_wake)
+{
+	*c_poll = opt_polled_ns;
+	*c_wake = opt_wake_ns;
+	if (*c_poll <= 0 || *c_wake <= 0) {
 		double a[3], b[3];
 		for (int r = 0; r < 3; r++) {
 			a[r] = vs_pingpong(opt_quick ? 5000 : 20000, 1000000000ull) / 2;
 			b[r] = vs_pingpong(opt_quick ? 300 : 2000, 0) / 2;
 		}
-		if (c_poll <= 0)
-			c_poll = median(a, 3);
-		if (c_wake <= 0)
-			c_wake = median(b, 3);
+		if (*c_poll <= 0)
+			*c_poll = median(a, 3);
+		if (*c_wake <= 0)
+			*c_wake = median(b, 3);
 	}
 	if (!opt_json)
 		printf("policy: cost model: polled wakeup %.0f ns, sleeping wakeup %.0f ns "
-		       "(calibrated: half the measured round trips)\n", c_poll, c_wake);
+		       "(calibrated: half the measured round trips)\n", *c_poll, *c_wake);
+}
+
+/* One trace's table (text) or lines (JSON), then its goals, checked and
+ * printed, never rounded up. Returns 1 if adaptive was worse than kvm on
+ * latency and CPU at once. */
+static int print_trace(const struct trace *t, const struct pol *pols,
+		       const struct outcome *o)
+{
+	if (!opt_json)
+		printf("\n%-14s %-12s %12s %12s %14s %8s\n", t->name, "policy",
+		       "mean lat us", "p99 lat us", "poll CPU us/halt",
+		       "won %");
+	for (int k = 0; k < 5; k++) {
+		if (!opt_json)
+			printf("%-14s %-12s %12.2f %12.2f %14.2f %8.1f\n", "", pols[k].name,
+			       o[k].mean_lat / 1e3, o[k].p99_lat / 1e3,
+			       o[k].cpu_per_halt / 1e3, o[k].won * 100);
+		emit(t->name, pols[k].name, "mean_latency", "ns", o[k].mean_lat,
+		     o[2].mean_lat);
+		emit(t->name, pols[k].name, "poll_cpu_per_halt", "ns",
+		     o[k].cpu_per_halt, o[2].cpu_per_halt);
+	}
+	const struct outcome *ad = &o[4], *kv = &o[2], *ap = &o[1];
+	bool dominated = ad->mean_lat > kv->mean_lat * 1.001 &&
+			 ad->cpu_per_halt > kv->cpu_per_halt * 1.001;
+	bool fast = ap->won > 0.99;
+	bool slowish = !strcmp(t->name, "heavy-tailed") || !strcmp(t->name, "slow");
+	if (!opt_json) {
+		printf("%-14s goal: adaptive not worse than kvm on both: %s\n", "",
+		       dominated ? "MISSED" : "met");
+		if (fast)
+			printf("%-14s goal: adaptive latency within 5%% of always-poll "
+			       "(%.3fx): %s\n", "", ad->mean_lat / ap->mean_lat,
+			       ad->mean_lat <= ap->mean_lat * 1.05 ? "met" : "MISSED");
+		if (slowish)
+			printf("%-14s goal: adaptive poll CPU at most half of kvm's "
+			       "(%.3fx): %s\n", "",
+			       kv->cpu_per_halt > 0 ? ad->cpu_per_halt / kv->cpu_per_halt : 0,
+			       ad->cpu_per_halt <= kv->cpu_per_halt * 0.5 ? "met" : "MISSED");
+	}
+	return dominated;
+}
+
+static int run_policy(void)
+{
+	struct trace tr[MAX_TRACES];
+	int ntr = load_traces(tr);
+	double c_poll, c_wake;
+
+	if (!ntr) {
+		fprintf(stderr, "no traces\n");
+		return 1;
+	}
+	calibrate(&c_poll, &c_wake);
 
 	const uint64_t max = 200000;
 	struct pol pols[5];
@@ -298,40 +356,7 @@ static int run_policy(void)
 		for (int k = 0; k < 5; k++)
 			o[k] = opt_live ? live_run(&pols[k], &tr[i], opt_quick ? 0.2 : 1.0)
 					: replay(&pols[k], &tr[i], c_poll, c_wake);
-		if (!opt_json)
-			printf("\n%-14s %-12s %12s %12s %14s %8s\n", tr[i].name, "policy",
-			       "mean lat us", "p99 lat us", "poll CPU us/halt",
-			       "won %");
-		for (int k = 0; k < 5; k++) {
-			if (!opt_json)
-				printf("%-14s %-12s %12.2f %12.2f %14.2f %8.1f\n", "", pols[k].name,
-				       o[k].mean_lat / 1e3, o[k].p99_lat / 1e3,
-				       o[k].cpu_per_halt / 1e3, o[k].won * 100);
-			emit(tr[i].name, pols[k].name, "mean_latency", "ns", o[k].mean_lat,
-			     o[2].mean_lat);
-			emit(tr[i].name, pols[k].name, "poll_cpu_per_halt", "ns",
-			     o[k].cpu_per_halt, o[2].cpu_per_halt);
-		}
-		/* The goals, checked and printed, never rounded up. */
-		const struct outcome *ad = &o[4], *kv = &o[2], *ap = &o[1];
-		bool dominated = ad->mean_lat > kv->mean_lat * 1.001 &&
-				 ad->cpu_per_halt > kv->cpu_per_halt * 1.001;
-		bool fast = ap->won > 0.99;
-		bool slowish = !strcmp(tr[i].name, "heavy-tailed") || !strcmp(tr[i].name, "slow");
-		if (!opt_json) {
-			printf("%-14s goal: adaptive not worse than kvm on both: %s\n", "",
-			       dominated ? "MISSED" : "met");
-			if (fast)
-				printf("%-14s goal: adaptive latency within 5%% of always-poll "
-				       "(%.3fx): %s\n", "", ad->mean_lat / ap->mean_lat,
-				       ad->mean_lat <= ap->mean_lat * 1.05 ? "met" : "MISSED");
-			if (slowish)
-				printf("%-14s goal: adaptive poll CPU at most half of kvm's "
-				       "(%.3fx): %s\n", "",
-				       kv->cpu_per_halt > 0 ? ad->cpu_per_halt / kv->cpu_per_halt : 0,
-				       ad->cpu_per_halt <= kv->cpu_per_halt * 0.5 ? "met" : "MISSED");
-		}
-		misses += dominated;
+		misses += print_trace(&tr[i], pols, o);
 		free(tr[i].d);
 	}
 	return 0;
