@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/* The helpers every benchmark shares (bench.h). */
+#define _GNU_SOURCE
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+int opt_json, opt_quick, opt_runs = 5;
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+double median(double *v, int n)
+{
+	double t[MAX_RUNS];
+	memcpy(t, v, n * sizeof(*v));
+	qsort(t, n, sizeof(*t), cmp_d);
+	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+void json_line(const struct json_line *l)
+{
+	printf("{\"bench\": \"%s\", \"metric\": \"%s\", \"unit\": \"%s\", "
+	       "\"value\": %.*f, \"baseline\": \"%s\", \"baseline_value\": %.*f, "
+	       "\"ratio\": %.*f, \"runs\": %d, \"min\": %.*f, \"max\": %.*f}\n",
+	       l->bench, l->metric, l->unit, l->prec, l->value, l->baseline, l->prec,
+	       l->baseline_value, l->ratio_prec, l->ratio, l->runs, l->prec, l->min,
+	       l->prec, l->max);
+}
+
+void report(const char *bench, const char *metric, const char *unit,
+	    const char *baseline, double *val, double *base, int n)
+{
+	double ratio[MAX_RUNS], lo = val[0], hi = val[0];
+	for (int i = 0; i < n; i++) {
+		ratio[i] = val[i] / base[i];
+		lo = val[i] < lo ? val[i] : lo;
+		hi = val[i] > hi ? val[i] : hi;
+	}
+	double mv = median(val, n), mb = median(base, n), mr = median(ratio, n);
+	if (opt_json)
+		json_line(&(struct json_line){ .bench = bench, .metric = metric, .unit = unit,
+					       .baseline = baseline, .value = mv,
+					       .baseline_value = mb, .ratio = mr, .min = lo,
+					       .max = hi, .runs = n, .prec = 2,
+					       .ratio_prec = 3 });
+	else
+		printf("%-8s %-28s %9.2f %-3s  vs %-26s %9.2f  ratio %.3f  "
+		       "(runs %d, min %.2f, max %.2f)\n",
+		       bench, metric, mv, unit, baseline, mb, mr, n, lo, hi);
+	fflush(stdout);
+}
+
+void pin(int cpu)
+{
+	cpu_set_t s;
+	CPU_ZERO(&s);
+	CPU_SET(cpu % (int)sysconf(_SC_NPROCESSORS_ONLN), &s);
+	pthread_setaffinity_np(pthread_self(), sizeof(s), &s);
+}
+
+void fwait(_Atomic uint32_t *w, uint32_t val)
+{
+	syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+void fwake(_Atomic uint32_t *w)
+{
+	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+struct vsched_vm *make_vm(uint64_t poll_ns, struct vsched_vcpu **v, unsigned nvcpus,
+			  vsched_request_fn fn)
+{
+	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
+	struct vsched_poll_params pp;
+	vsched_poll_defaults(poll_ns ? VSCHED_POLL_FIXED : VSCHED_POLL_NONE, poll_ns,
+			     &pp);
+	cfg.poll = &pp;
+	struct vsched_request_desc d = { .name = "a", .handler = fn };
+	struct vsched_vm *vm;
+	if (vsched_vm_create(&cfg, &vm) || vsched_request_declare(vm, K_A, &d) ||
+	    vsched_request_finalize(vm, 0))
+		abort();
+	for (unsigned i = 0; i < nvcpus; i++)
+		if (vsched_vcpu_create(vm, i, NULL, &v[i]))
+			abort();
+	return vm;
+}

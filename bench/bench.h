@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What every benchmark of vsched-bench shares: the registration entry, the
+ * command-line options, the statistics and their text/JSON lines, the clock,
+ * pinning, futex helpers and a small VM. Single-threaded setup code: the
+ * options are set once by main() before any benchmark runs, then only read.
+ */
+#ifndef VSCHED_BENCH_H
+#define VSCHED_BENCH_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <vsched/vsched.h>
+
+#define MAX_RUNS 64
+#define NOINLINE __attribute__((noinline, noclone))
+
+/* The one request kind of make_vm()'s VMs. */
+enum { K_A = 1 };
+
+/*
+ * One benchmark. vsched-bench.c lists them in the order they run (and
+ * print); the usage text is generated from the list.
+ */
+struct bench {
+	const char *name;
+	const char *desc;  /* one line for the usage text */
+	int (*run)(void);  /* the process's exit status: 0 on success */
+	bool in_all;       /* run by `all` (the default) */
+	/* Options of this benchmark only, or NULL. option() is given argv at
+	 * an argument no shared option took; it returns how many arguments
+	 * it consumed, 0 if the argument is not its own. */
+	const char *usage;
+	int (*option)(int argc, char **argv, int i);
+};
+
+extern const struct bench bench_request, bench_wakeup, bench_instr, bench_overshoot,
+	bench_pmi, bench_idle, bench_hook, bench_scale, bench_waiter, bench_timer,
+	bench_policy;
+
+/* --json, --quick, --runs N (1..MAX_RUNS, default 5). */
+extern int opt_json, opt_quick, opt_runs;
+
+/* CLOCK_MONOTONIC and this thread's CPU time, in ns. */
+uint64_t now_ns(void);
+uint64_t thread_cpu_ns(void);
+
+/* qsort comparator of uint64_t. */
+int cmp_u64(const void *a, const void *b);
+
+/* Median of n <= MAX_RUNS values (v is left unsorted). */
+double median(double *v, int n);
+
+/*
+ * One metric of n runs against its baseline measured in the same runs:
+ * median value, median baseline, median of the per-run ratios, min and max
+ * of the value; a text line, or a JSON line with --json.
+ */
+void report(const char *bench, const char *metric, const char *unit,
+	    const char *baseline, double *val, double *base, int n);
+
+/*
+ * One JSON line of the shape test/bench/check-json.sh checks, for the
+ * benchmarks that compute their own figures: values and min/max with
+ * `prec` decimals, the ratio with `ratio_prec`.
+ */
+struct json_line {
+	const char *bench, *metric, *unit, *baseline;
+	double value, baseline_value, ratio, min, max;
+	int runs, prec, ratio_prec;
+};
+void json_line(const struct json_line *l);
+
+/* Pin the calling thread to CPU `cpu` modulo the online CPUs. */
+void pin(int cpu);
+
+/* FUTEX_WAIT_PRIVATE while *w == val; FUTEX_WAKE_PRIVATE of one waiter. */
+void fwait(_Atomic uint32_t *w, uint32_t val);
+void fwake(_Atomic uint32_t *w);
+
+/* A finalized VM with request kind K_A (handler fn, may be NULL), a fixed
+ * poll window of poll_ns (no polling if 0) and nvcpus vCPUs in v[].
+ * Aborts on failure. */
+struct vsched_vm *make_vm(uint64_t poll_ns, struct vsched_vcpu **v, unsigned nvcpus,
+			  vsched_request_fn fn);
+
+/*
+ * wakeup.c's two-vCPU ping-pong, which idle and policy reuse: vs_peer() is
+ * the second vCPU's thread (pinned to CPU 1): it waits for K_A, services it
+ * and posts K_A back to v[0], p->iters times. vs_pingpong() runs `iters`
+ * round trips from the calling thread (pinned to CPU 0) with a poll window
+ * of poll_ns and returns the mean ns per round trip.
+ */
+struct pp {
+	long iters;
+	int futex; /* raw baseline kind */
+	struct vsched_vcpu *v[2];
+	_Alignas(64) _Atomic uint32_t a;
+	_Alignas(64) _Atomic uint32_t b;
+};
+void *vs_peer(void *arg);
+double vs_pingpong(long iters, uint64_t poll_ns);
+
+#endif
