@@ -57,84 +57,98 @@ static void usage(FILE *f)
 		G_MAX_VCPUS, G_MAX_ITERS);
 }
 
+static const struct option options[] = {
+	{ "backend", required_argument, NULL, 'b' },
+	{ "irqchip", required_argument, NULL, 'i' },
+	{ "workload", required_argument, NULL, 'w' },
+	{ "vcpus", required_argument, NULL, 'n' },
+	{ "iterations", required_argument, NULL, 'N' },
+	{ "poll", required_argument, NULL, 'p' },
+	{ "timer-cancel", required_argument, NULL, 'c' },
+	{ "order", required_argument, NULL, 'o' },
+	{ "storm", required_argument, NULL, 's' },
+	{ "tries", required_argument, NULL, 't' },
+	{ "timeout", required_argument, NULL, 'T' },
+	{ "json", no_argument, NULL, 'j' },
+	{ "stats", no_argument, NULL, 'S' },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 },
+};
+
+/* Apply option `opt` with argument `arg`: 0, 1 for --help, -1 for a bad
+ * one. */
+static int set_option(struct cmdline *cl, int opt, const char *arg)
+{
+	struct vmm_options *o = &cl->o;
+	int v;
+
+	switch (opt) {
+	case 'b':
+		o->backend = strcmp(arg, "auto") ? arg : NULL;
+		break;
+	case 'i':
+		cl->irqchip = arg;
+		break;
+	case 'w':
+		if ((v = pick(arg, report_workloads, NWORKLOADS)) < 0)
+			return -1;
+		o->workload = report_workload_bits[v];
+		break;
+	case 'n':
+		o->vcpus = (unsigned)strtoul(arg, NULL, 0);
+		break;
+	case 'N':
+		o->iterations = (unsigned)strtoul(arg, NULL, 0);
+		break;
+	case 'p':
+		if ((v = pick(arg, report_polls, 4)) < 0)
+			return -1;
+		o->poll_policy = (unsigned)v;
+		cl->poll_given = true;
+		break;
+	case 'c':
+		if ((v = pick(arg, report_cancels, 3)) < 0)
+			return -1;
+		o->timer_cancel = (unsigned)v;
+		break;
+	case 'o':
+		if (strcmp(arg, "naive") && strcmp(arg, "validated"))
+			return -1;
+		o->naive_order = strcmp(arg, "naive") == 0;
+		break;
+	case 's':
+		o->storm_us = (unsigned)strtoul(arg, NULL, 0);
+		break;
+	case 't':
+		o->kick_race = (unsigned)strtoul(arg, NULL, 0);
+		break;
+	case 'T':
+		o->timeout_s = (unsigned)strtoul(arg, NULL, 0);
+		break;
+	case 'j':
+		o->json = true;
+		break;
+	case 'S':
+		o->stats = true;
+		break;
+	case 'h':
+		return 1;
+	default:
+		return -1;
+	}
+	return 0;
+}
+
 /* Parse the options into `cl`: 0, 1 for --help, -1 on a bad one. */
 static int parse_options(int argc, char **argv, struct cmdline *cl)
 {
-	static const struct option lo[] = {
-		{ "backend", required_argument, NULL, 'b' },
-		{ "irqchip", required_argument, NULL, 'i' },
-		{ "workload", required_argument, NULL, 'w' },
-		{ "vcpus", required_argument, NULL, 'n' },
-		{ "iterations", required_argument, NULL, 'N' },
-		{ "poll", required_argument, NULL, 'p' },
-		{ "timer-cancel", required_argument, NULL, 'c' },
-		{ "order", required_argument, NULL, 'o' },
-		{ "storm", required_argument, NULL, 's' },
-		{ "tries", required_argument, NULL, 't' },
-		{ "timeout", required_argument, NULL, 'T' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "stats", no_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
 	struct vmm_options *o = &cl->o;
-	int opt, v;
+	int opt, rc;
 
-	while ((opt = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (opt) {
-		case 'b':
-			o->backend = strcmp(optarg, "auto") ? optarg : NULL;
-			break;
-		case 'i':
-			cl->irqchip = optarg;
-			break;
-		case 'w':
-			if ((v = pick(optarg, report_workloads, NWORKLOADS)) < 0)
-				return -1;
-			o->workload = report_workload_bits[v];
-			break;
-		case 'n':
-			o->vcpus = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'N':
-			o->iterations = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'p':
-			if ((v = pick(optarg, report_polls, 4)) < 0)
-				return -1;
-			o->poll_policy = (unsigned)v;
-			cl->poll_given = true;
-			break;
-		case 'c':
-			if ((v = pick(optarg, report_cancels, 3)) < 0)
-				return -1;
-			o->timer_cancel = (unsigned)v;
-			break;
-		case 'o':
-			if (strcmp(optarg, "naive") && strcmp(optarg, "validated"))
-				return -1;
-			o->naive_order = strcmp(optarg, "naive") == 0;
-			break;
-		case 's':
-			o->storm_us = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 't':
-			o->kick_race = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'T':
-			o->timeout_s = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'j':
-			o->json = true;
-			break;
-		case 'S':
-			o->stats = true;
-			break;
-		case 'h':
-			return 1;
-		default:
-			return -1;
-		}
+	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+		rc = set_option(cl, opt, optarg);
+		if (rc)
+			return rc;
 	}
 	if (optind != argc || o->vcpus < 1 || o->vcpus > G_MAX_VCPUS ||
 	    o->iterations < 1 || o->iterations > G_MAX_ITERS || !o->timeout_s ||
