@@ -4,7 +4,8 @@
  * It drives what the guests alone do not (the kick race's posts, the PMI
  * storm), watches the run (the watchdog, the stop that must end every vCPU
  * thread), then checks what the guests counted against what the VMM and
- * vsched did and gathers the figures that report.c prints.
+ * vsched did and gathers the figures that report.c prints. Everything
+ * here runs on the main thread, except the storm's own thread.
  */
 #define _GNU_SOURCE /* pthread_timedjoin_np, open_memstream */
 #include <errno.h>

@@ -131,6 +131,8 @@ static int declare_table(struct vmm *m)
 
 /* ---- host callbacks ---- */
 
+/* On a poster's thread, once vsched has moved the vCPU from IN_GUEST to
+ * EXITING_GUEST: the backend forces the guest out. */
 static void host_kick(struct vsched_vcpu *v, void *ctx)
 {
 	struct vmm *m = ctx;
@@ -147,7 +149,7 @@ static bool host_has_event(struct vsched_vcpu *v, void *ctx)
 	return atomic_load_explicit(&m->stop, memory_order_relaxed);
 }
 
-/* ---- vCPU threads ---- */
+/* ---- the vCPU threads: the run loop and its exits ---- */
 
 void vmm_stop(struct vmm *m)
 {
@@ -160,6 +162,9 @@ void vmm_stop(struct vmm *m)
 	}
 }
 
+/* An OUT to one of the userspace irqchip's devices, on the vCPU's thread:
+ * an IPI becomes a post to its destination, a timer write an arm of the
+ * vCPU's guest timer (whose expiry the timer service posts as K_TIMER). */
 static int handle_io(struct vcpu *c, unsigned port, uint32_t value)
 {
 	struct vmm *m = c->m;
@@ -250,6 +255,7 @@ static void *vcpu_thread(void *arg)
 	return NULL;
 }
 
+/* The timer service's thread: expiries become K_TIMER posts. */
 static void *timer_thread(void *arg)
 {
 	vsched_timer_service_run(arg);
