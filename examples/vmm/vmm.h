@@ -1,7 +1,25 @@
 /* SPDX-License-Identifier: MIT */
-/* vsched-vmm: what vmm.c (the VMM proper) shares with its two backends,
- * backend_kvm.c (real guests on /dev/kvm) and backend_sim.c (simulated vCPU
- * threads). */
+/*
+ * vsched-vmm: the header its files share.
+ *
+ *   vmm.c          the VMM proper, what an adopter reads: setup (VM, request
+ *                  table, vCPUs, timer service), the vCPU run loop, exit
+ *                  handling (I/O ports, HLT), stop and teardown
+ *   backend_kvm.c  real guests on /dev/kvm (kvm_run(), kvm_halt(): the
+ *                  recipe of doc/adopting.md for a VMM that owns KVM_RUN)
+ *   backend_sim.c  simulated vCPU threads running a C rendering of the guest
+ *   guest.S        the built-in guests; guest.h is their ABI
+ *   harness.c      one run of a workload: the kick race, the PMI storm, the
+ *                  watchdog, the guests' checks and the figures
+ *   report.c       the figures of a run: text table, JSON, the comparison of
+ *                  --irqchip both
+ *   main.c         the command line: options, backend choice, the runs
+ *
+ * Calls go one way: main.c -> harness.c, report.c; harness.c -> vmm.c and
+ * the backends' report hooks (report, kvm_stat, dump, and kick for a lost
+ * kick's second try); vmm.c -> a backend through struct backend. The
+ * backends call back only vmm_now_ns() and the inline helpers below.
+ */
 #ifndef VMM_H
 #define VMM_H
 
@@ -115,11 +133,9 @@ struct vmm {
 	pthread_t ts_thread;
 	struct vcpu vcpus[G_MAX_VCPUS];
 	uint64_t tsc_per_us;
+	bool ts_running; /* ts_thread was started */
 	_Atomic bool stop;
-	_Atomic unsigned ready;
-	pthread_t storm;
-	bool storm_started;
-	_Atomic bool storm_stop;
+	_Atomic unsigned ready; /* vCPU threads initialised, + 1 once released */
 };
 
 /* Pointers into guest memory. */
@@ -134,11 +150,94 @@ static inline volatile uint32_t *vmm_pva(struct vmm *m, unsigned id,
 	return (volatile uint32_t *)(m->mem + G_PVA + id * G_PVA_SIZE + off);
 }
 
+/* ---- the VMM (vmm.c) ---- */
+
+/* CLOCK_MONOTONIC in ns; any thread. */
 uint64_t vmm_now_ns(void);
+
+/* Set up a zeroed `m` to run `o` on `be`: the backend's VM, the vsched VM
+ * and its request table, the guest's mailbox, each vCPU with its timer,
+ * and the timer service with its thread. On the main thread, once. On
+ * failure, what was set up stays recorded in `m` for vmm_fini(). */
+int vmm_init(struct vmm *m, const struct vmm_options *o,
+	     const struct backend *be);
+
+/* Start the vCPU threads and wait until each has set up its backend vCPU
+ * (vCPU 0 has then measured the TSC rate, which this writes to the
+ * mailbox). The threads wait for vmm_release() before their first entry.
+ * After vmm_init() succeeded; on failure the threads started are stopped
+ * and joined. */
+int vmm_start(struct vmm *m);
+
+/* Let the vCPU threads enter their guests, together. After vmm_start(). */
+void vmm_release(struct vmm *m);
+
+/* Stop every vCPU: set `stop`, post K_STOP and kick each. Any thread, any
+ * number of times. The vCPU threads return from their run loops; the
+ * caller joins them (vcpus[i].thread) before vmm_fini(). */
+void vmm_stop(struct vmm *m);
+
+/* Undo vmm_init() however far it got: stop and join the timer service,
+ * end each vCPU, destroy the VM and the backend's VM. On the main thread,
+ * with no vCPU thread left running. Does not free `m`. */
+void vmm_fini(struct vmm *m);
 
 extern const struct backend vmm_kvm_backend;
 extern const struct backend vmm_sim_backend;
 /* True when /dev/kvm can be opened and runs guests. */
 bool vmm_kvm_available(void);
+
+/* ---- the harness (harness.c) ---- */
+
+/* KVM's binary stats of a vCPU that the report shows with the in-kernel
+ * irqchip, by name (harness_kvm_stats[k] is result.kvm[k]). */
+#define NKVM_STATS 6
+extern const char *const harness_kvm_stats[NKVM_STATS];
+
+/* One run's figures and verdict. */
+struct result {
+	bool kernel_irqchip;
+	double wall_s, cpu_s;
+	unsigned nrt;
+	double rt_median_us, rt_p99_us;
+	uint64_t exits_io, exits_hlt, exits_again, kicked_exits, irqs, windows,
+		halts_skipped;
+	uint64_t polls_won, polls_attempted, kicks_sent, kicks_avoided,
+		cancelled_entries, wakeups;
+	uint64_t timers_fired, stale_cancelled, stale_delivered, retracted;
+	uint64_t g_ipis, g_timers, g_stale, g_nmis, nmis_sent, pmis;
+	uint64_t kvm[NKVM_STATS]; /* KVM's own, by harness_kvm_stats[] */
+	unsigned race_tries, race_lost;
+	double race_max_wait_us;
+	bool timed_out, pass;
+	char why[160];
+	char *stats; /* --stats: vsched_vcpu_stats_write() of every vCPU */
+};
+
+/* Run the workload of `o` once on `be` and fill `r` (the caller frees
+ * r->stats). Negative when the run could not be set up: the caller counts
+ * it failed. On the main thread. */
+int harness_run(const struct vmm_options *o, const struct backend *be,
+		struct result *r);
+
+/* ---- the report (report.c) ---- */
+
+/* The command line's names, by enum vsched_poll_policy, enum
+ * vsched_timer_cancel and workload. */
+extern const char *const report_polls[4];
+extern const char *const report_cancels[3];
+#define NWORKLOADS 6
+extern const char *const report_workloads[NWORKLOADS];
+extern const unsigned report_workload_bits[NWORKLOADS];
+
+/* One run, as a text table or a JSON object on stdout. */
+void report_table(const struct vmm_options *o, const char *be,
+		  const struct result *r);
+void report_json(const struct vmm_options *o, const char *be,
+		 const struct result *r);
+/* --irqchip both: each vsched run of res[0 .. nrun-2] (with poll policy
+ * poll[i]) against the in-kernel one, res[nrun-1], which has round trips. */
+void report_comparison(const struct vmm_options *o, const struct result *res,
+		       const unsigned *poll, int nrun);
 
 #endif

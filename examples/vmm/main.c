@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vsched-vmm: a small reference VMM on vsched. Runs the built-in guests
+ * (guest.S) with N vCPUs on /dev/kvm, or on simulated vCPU threads where
+ * there is no /dev/kvm, with a userspace interrupt controller whose halts,
+ * IPIs, timers and NMIs all go through vsched; or, for comparison, on
+ * KVM's in-kernel irqchip and KVM's own halt polling.
+ *
+ * This file is the command line: the options, the backend's choice and the
+ * runs (harness.c), each printed by report.c. The VMM itself is vmm.c.
+ *
+ * usage: vsched-vmm [options]   (--help lists them)
+ * exit status: 0 every run passed, 1 one failed, 2 bad usage, 77 the
+ * backend asked for is not available here
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vmm.h"
+
+/* What the command line asks for beyond the options of one run. */
+struct cmdline {
+	struct vmm_options o;
+	const char *irqchip; /* user, kernel or both */
+	bool poll_given;
+};
+
+static int pick(const char *arg, const char *const *names, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (strcmp(arg, names[i]) == 0)
+			return (int)i;
+	return -1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: vsched-vmm [options]\n"
+		"  --backend kvm|sim|auto     vCPUs on /dev/kvm or simulated (auto: kvm if it opens)\n"
+		"  --irqchip user|kernel|both userspace irqchip through vsched (default), KVM's\n"
+		"                             in-kernel one with KVM's halt polling, or both in turn\n"
+		"  --workload pingpong|timer|pmi|mixed|kick-race|fault   (default pingpong;\n"
+		"                             fault: KVM only, the guest triple-faults at once)\n"
+		"  --vcpus N                  1..%d (default 2)\n"
+		"  --iterations N             per vCPU (default 2000, at most %d)\n"
+		"  --poll none|fixed|kvm|adaptive     vsched's halt-poll policy (default adaptive)\n"
+		"  --timer-cancel keep|cancel|adaptive  stale timer expiries (default cancel)\n"
+		"  --order validated|naive    request order (naive: NMI before PMU)\n"
+		"  --storm US                 PMI storm: a PMU request to each vCPU every US us\n"
+		"  --tries N                  kick-race tries (default 100000)\n"
+		"  --timeout S                watchdog for the whole run (default 120)\n"
+		"  --json                     one JSON object per run\n"
+		"  --stats                    also each vCPU's vsched stats (text, or JSON with --json)\n",
+		G_MAX_VCPUS, G_MAX_ITERS);
+}
+
+static const struct option options[] = {
+	{ "backend", required_argument, NULL, 'b' },
+	{ "irqchip", required_argument, NULL, 'i' },
+	{ "workload", required_argument, NULL, 'w' },
+	{ "vcpus", required_argument, NULL, 'n' },
+	{ "iterations", required_argument, NULL, 'N' },
+	{ "poll", required_argument, NULL, 'p' },
+	{ "timer-cancel", required_argument, NULL, 'c' },
+	{ "order", required_argument, NULL, 'o' },
+	{ "storm", required_argument, NULL, 's' },
+	{ "tries", required_argument, NULL, 't' },
+	{ "timeout", required_argument, NULL, 'T' },
+	{ "json", no_argument, NULL, 'j' },
+	{ "stats", no_argument, NULL, 'S' },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 },
+};
+
+/* Apply option `opt` with argument `arg`: 0, 1 for --help, -1 for a bad
+ * one. */
+static int set_option(struct cmdline *cl, int opt, const char *arg)
+{
+	struct vmm_options *o = &cl->o;
+	int v;
+
+	switch (opt) {
+	case 'b':
+		o->backend = strcmp(arg, "auto") ? arg : NULL;
+		break;
+	case 'i':
+		cl->irqchip = arg;
+		break;
+	case 'w':
+		if ((v = pick(arg, report_workloads, NWORKLOADS)) < 0)
+			return -1;
+		o->workload = report_workload_bits[v];
+		break;
+	case 'n':
+		o->vcpus = (unsigned)strtoul(arg, NULL, 0);
+		break;
+	case 'N':
+		o->iterations = (unsigned)strtoul(arg, NULL, 0);
+		break;
+	case 'p':
+		if ((v = pick(arg, report_polls, 4)) < 0)
+			return -1;
+		o->poll_policy = (unsigned)v;
+		cl->poll_given = true;
+		break;
+	case 'c':
+		if ((v = pick(arg, report_cancels, 3)) < 0)
+			return -1;
+		o->timer_cancel = (unsigned)v;
+		break;
+	case 'o':
+		if (strcmp(arg, "naive") && strcmp(arg, "validated"))
+			return -1;
+		o->naive_order = strcmp(arg, "naive") == 0;
+		break;
+	case 's':
+		o->storm_us = (unsigned)strtoul(arg, NULL, 0);
+		break;
+	case 't':
+		o->kick_race = (unsigned)strtoul(arg, NULL, 0);
+		break;
+	case 'T':
+		o->timeout_s = (unsigned)strtoul(arg, NULL, 0);
+		break;
+	case 'j':
+		o->json = true;
+		break;
+	case 'S':
+		o->stats = true;
+		break;
+	case 'h':
+		return 1;
+	default:
+		return -1;
+	}
+	return 0;
+}
+
+/* Parse the options into `cl`: 0, 1 for --help, -1 on a bad one. */
+static int parse_options(int argc, char **argv, struct cmdline *cl)
+{
+	struct vmm_options *o = &cl->o;
+	int opt, rc;
+
+	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+		rc = set_option(cl, opt, optarg);
+		if (rc)
+			return rc;
+	}
+	if (optind != argc || o->vcpus < 1 || o->vcpus > G_MAX_VCPUS ||
+	    o->iterations < 1 || o->iterations > G_MAX_ITERS || !o->timeout_s ||
+	    (strcmp(cl->irqchip, "user") && strcmp(cl->irqchip, "kernel") &&
+	     strcmp(cl->irqchip, "both")))
+		return -1;
+	return 0;
+}
+
+#ifndef VMM_WITH_KVM
+bool vmm_kvm_available(void)
+{
+	return false;
+}
+#endif
+
+/* The backend asked for (auto: kvm if /dev/kvm runs guests), or the exit
+ * status when there is none: 77 not available here, 2 it cannot run what
+ * was asked, -1 an unknown name. */
+static int choose_backend(struct cmdline *cl, const struct backend **be)
+{
+	struct vmm_options *o = &cl->o;
+
+	if (!o->backend)
+		o->backend = vmm_kvm_available() ? "kvm" : "sim";
+	if (strcmp(o->backend, "kvm") == 0) {
+#ifdef VMM_WITH_KVM
+		if (!vmm_kvm_available()) {
+			fprintf(stderr, "vsched-vmm: /dev/kvm is not usable here; "
+					"use --backend sim\n");
+			return 77;
+		}
+		*be = &vmm_kvm_backend;
+#else
+		fprintf(stderr, "vsched-vmm: built without the KVM backend\n");
+		return 77;
+#endif
+	} else if (strcmp(o->backend, "sim") == 0) {
+		*be = &vmm_sim_backend;
+		if (o->workload & WL_FAULT) {
+			fprintf(stderr, "vsched-vmm: the fault workload needs "
+					"real guest code: --backend kvm\n");
+			return 2;
+		}
+		if (strcmp(cl->irqchip, "user")) {
+			fprintf(stderr, "vsched-vmm: the sim backend has only the "
+					"userspace irqchip\n");
+			return 2;
+		}
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
+/* The runs: the userspace irqchip through vsched, with the policy given
+ * or, for --irqchip both without --poll, with each policy; then KVM's
+ * in-kernel irqchip with KVM's own halt polling. Their poll policies go to
+ * run_poll[] (at most 5); returns how many. */
+static int plan_runs(const struct cmdline *cl, unsigned *run_poll)
+{
+	int nrun = 0;
+
+	if (strcmp(cl->irqchip, "kernel")) {
+		bool each = strcmp(cl->irqchip, "both") == 0 && !cl->poll_given;
+
+		for (unsigned p = 0; p < 4; p++)
+			if (each ? true : p == cl->o.poll_policy)
+				run_poll[nrun++] = p;
+	}
+	if (strcmp(cl->irqchip, "user"))
+		run_poll[nrun++] = cl->o.poll_policy;
+	return nrun;
+}
+
+int main(int argc, char **argv)
+{
+	struct cmdline cl = {
+		.o = {
+			.vcpus = 2,
+			.workload = WL_PING,
+			.iterations = 2000,
+			.poll_policy = VSCHED_POLL_ADAPTIVE,
+			.timer_cancel = VSCHED_CANCEL_CANCEL,
+			.kick_race = 100000,
+			.timeout_s = 120,
+		},
+		.irqchip = "user",
+	};
+	struct vmm_options *o = &cl.o;
+	const struct backend *be;
+	bool all_pass = true;
+	/* --irqchip both: each poll policy (or the one given), then kernel. */
+	struct result res[5];
+	unsigned run_poll[5];
+	int nrun, rc;
+
+	rc = parse_options(argc, argv, &cl);
+	if (rc > 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (rc == 0)
+		rc = choose_backend(&cl, &be);
+	if (rc < 0) {
+		usage(stderr);
+		return 2;
+	}
+	if (rc > 0)
+		return rc;
+	if (o->workload & WL_SPIN)
+		o->iterations = 1;
+	nrun = plan_runs(&cl, run_poll);
+	for (int k = 0; k < nrun; k++) {
+		o->kernel_irqchip = strcmp(cl.irqchip, "user") && k == nrun - 1;
+		o->poll_policy = run_poll[k];
+		if (harness_run(o, be, &res[k]) < 0)
+			res[k].pass = false;
+		if (o->json)
+			report_json(o, be->name, &res[k]);
+		else
+			report_table(o, be->name, &res[k]);
+		if (res[k].stats) {
+			fputs(res[k].stats, stdout);
+			free(res[k].stats);
+			res[k].stats = NULL;
+		}
+		all_pass &= res[k].pass;
+	}
+	if (strcmp(cl.irqchip, "both") == 0 && res[nrun - 1].nrt)
+		report_comparison(o, res, run_poll, nrun);
+	return all_pass ? 0 : 1;
+}
