@@ -17,15 +17,37 @@
  *                            from v, with the CPU's wait-for-event; the
  *                            generic fill is a relax. VSCHED__HAVE_WFE says
  *                            the arch has a real one.
- *   VSCHED__ARCH_NAME, VSCHED__ARCH_POLL_MAX_NS (KVM's halt_poll_ns default)
+ *   VSCHED__ARCH_NAME        the backend's name
+ *   VSCHED__ARCH_PROFILE     the arch profile it runs (below); the generic
+ *                            fill is x86-64's
  *
  * VSCHED_ARCH_GENERIC (set by CMake for sanitizer builds, unknown processors
  * and on request) selects the C11-only backend.
+ *
+ * The arch profiles (include/vsched/profile.h) are data, not code: each
+ * lib/arch/<arch>/profile.c is compiled on every build, whatever the target,
+ * so that vsched_profile_get() answers for every arch. Their constants are
+ * written there once; VSCHED__ARCH_POLL_MAX_NS, the default poll window of
+ * a VM (lib/vm.c), reads the backend's profile.
  */
 #ifndef VSCHED__ARCH_H
 #define VSCHED__ARCH_H
 
 #include <stdint.h>
+#include <vsched/profile.h>
+#include <vsched/timer.h>
+
+/* The profiles, defined in lib/arch/<arch>/profile.c; lib/profile.c looks
+ * them up by name. */
+extern const struct vsched_profile vsched__profile_x86_64;
+extern const struct vsched_profile vsched__profile_aarch64;
+extern const struct vsched_profile vsched__profile_ppc64le;
+
+/* One kind of a profile's request table, `id` being its place in the arch's
+ * run-loop order. Its priority is 10 * id, which leaves the priorities
+ * between two of the arch's kinds free for a VMM's own. */
+#define VSCHED__PROFILE_KIND(id, name, raise) { (id), (name), (id) * 10, 0, (raise) }
+#define VSCHED__PROFILE_NKINDS(a) (unsigned)(sizeof(a) / sizeof((a)[0]))
 
 #define VSCHED__ARCH_DISPATCH 1
 
@@ -42,4 +64,8 @@
 #endif
 
 #undef VSCHED__ARCH_DISPATCH
+
+/* KVM's default halt_poll_ns for the backend's arch: one load at VM
+ * creation, from the one place the constant is written. */
+#define VSCHED__ARCH_POLL_MAX_NS (VSCHED__ARCH_PROFILE.poll_max_ns)
 #endif /* VSCHED__ARCH_H */

@@ -2,6 +2,7 @@
 /* One test body for every arch backend (native, generic, and the cross
  * builds under qemu-user): the arch contract of lib/arch/arch.h, and the
  * arch profiles' request tables. */
+#include <string.h>
 #include <time.h>
 
 #include "common.h"
@@ -92,6 +93,16 @@ static void test_profiles_validate(void **state)
 	assert_int_equal(x->poll_max_ns, 200000);
 	assert_int_equal(vsched_profile_get("aarch64")->poll_max_ns, 500000);
 	assert_int_equal(vsched_profile_get("ppc64le")->poll_max_ns, 10000);
+	/* A VM's default poll window is its backend's profile's, read from the
+	 * one place it is written (the generic backend runs x86-64's). */
+	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
+	struct vsched_poll_params pp = { .size = sizeof(pp) };
+	struct vsched_vm *vm = NULL;
+	const char *own = strcmp(VSCHED__ARCH_NAME, "generic") ? VSCHED__ARCH_NAME : "x86_64";
+	assert_int_equal(vsched_vm_create(&cfg, &vm), 0);
+	assert_int_equal(vsched_vm_get_poll(vm, &pp), 0);
+	assert_int_equal(pp.max_ns, vsched_profile_get(own)->poll_max_ns);
+	vsched_vm_destroy(vm);
 	assert_int_equal(vsched_profile_find(NULL, "x"), VSCHED_EINVAL);
 	assert_int_equal(vsched_profile_find(x, "nope"), VSCHED_ERANGE);
 	assert_int_equal(vsched_profile_declare(NULL, x, NULL, NULL), VSCHED_EINVAL);

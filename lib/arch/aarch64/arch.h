@@ -7,8 +7,8 @@
 #endif
 
 #define VSCHED__ARCH_NAME "aarch64"
-/* KVM's default halt_poll_ns on arm64. */
-#define VSCHED__ARCH_POLL_MAX_NS 500000u
+/* Request table, timer, poll window, hooks: lib/arch/aarch64/profile.c. */
+#define VSCHED__ARCH_PROFILE vsched__profile_aarch64
 
 static inline void vsched__relax(void)
 {

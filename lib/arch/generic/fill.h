@@ -38,7 +38,7 @@ static inline void vsched__wait_event(const void *p, uint64_t v)
 }
 #endif
 
-#ifndef VSCHED__ARCH_POLL_MAX_NS
-/* KVM's x86 default: arches without a profile of their own. */
-#define VSCHED__ARCH_POLL_MAX_NS 200000u
+#ifndef VSCHED__ARCH_PROFILE
+/* x86-64's: the backends without a profile of their own (generic). */
+#define VSCHED__ARCH_PROFILE vsched__profile_x86_64
 #endif

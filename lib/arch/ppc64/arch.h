@@ -6,8 +6,8 @@
 #endif
 
 #define VSCHED__ARCH_NAME "ppc64le"
-/* KVM's default halt poll window on power (book3s HV). */
-#define VSCHED__ARCH_POLL_MAX_NS 10000u
+/* Request table, timer, poll window, hooks: lib/arch/ppc64/profile.c. */
+#define VSCHED__ARCH_PROFILE vsched__profile_ppc64le
 
 static inline void vsched__relax(void)
 {

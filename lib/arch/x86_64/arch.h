@@ -7,8 +7,8 @@
 #endif
 
 #define VSCHED__ARCH_NAME "x86_64"
-/* KVM's default halt_poll_ns on x86. */
-#define VSCHED__ARCH_POLL_MAX_NS 200000u
+/* Request table, timer, poll window, hooks: lib/arch/x86_64/profile.c. */
+#define VSCHED__ARCH_PROFILE vsched__profile_x86_64
 
 static inline void vsched__relax(void)
 {
