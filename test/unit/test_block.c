@@ -838,16 +838,21 @@ static void test_check_once_reports_fds(void **state)
 }
 
 /* Issue 15 item 4, the measurement from the issue: a fresh vCPU with the
- * default policy, an fd already readable, 50 halts with a +50 us deadline:
- * every one reports the fd (the window covers the deadline, so only the
- * poll loop's fd check can see it). */
+ * default policy of x86 (adaptive, 200 us: set here, so that every arch
+ * runs the same case; power's default window is 10 us, in which adaptive
+ * starts by not polling), an fd already readable, 50 halts with a +50 us
+ * deadline: every one reports the fd (the window covers the deadline, so
+ * only the poll loop's fd check can see it). */
 static void test_poll_window_sees_fds(void **state)
 {
 	struct vsched_block_result res = { .size = sizeof(res) };
 	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
+	struct vsched_poll_params adaptive;
 	struct vsched_vm *vm;
 	unsigned fd_wakes = 0;
 	(void)state;
+	vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 200000, &adaptive);
+	cfg.poll = &adaptive;
 	assert_int_equal(vsched_vm_create(&cfg, &vm), 0);
 	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);
@@ -855,17 +860,26 @@ static void test_poll_window_sees_fds(void **state)
 	int efd = eventfd(1, EFD_NONBLOCK);
 	assert_true(efd >= 0);
 	assert_int_equal(vsched_vcpu_fd_add(v, efd, EPOLLIN, 77), 0);
+	unsigned poll_wins = 0;
 	for (int i = 0; i < 50; i++) {
 		int r = vsched_vcpu_block_ex(v, mono_ns() + 50000, &res);
 		if (r == VSCHED_WAKE_FD && res.nready == 1 && res.tags[0] == 77)
 			fd_wakes++;
+		/* A halt that polling won on a ready fd found it with one of
+		 * the poll loop's fd checks, which are counted. (The policy
+		 * may skip the window on a halt or two, when it has just
+		 * started: the sleep reports the fd then.) */
+		if (r == VSCHED_WAKE_FD && res.poll_won) {
+			poll_wins++;
+			assert_true(res.fd_checks >= 1);
+		}
 	}
-	print_message("fd reported in %u of 50 halts\n", fd_wakes);
-	assert_int_equal(fd_wakes, 50);
-	/* Found by the poll loop's checks, which are counted. */
-	assert_true(stats_of(v).halt_poll_fd_checks >= 50);
+	print_message("fd reported in %u of 50 halts, %u by the poll loop\n",
+		      fd_wakes, poll_wins);
 	vsched_vm_destroy(vm);
 	close(efd);
+	assert_int_equal(fd_wakes, 50);
+	assert_true(poll_wins >= 40);
 }
 
 /* Issue 15 item 7: no hidden limit on fds per sleeper. */
