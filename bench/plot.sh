@@ -12,26 +12,41 @@ field() { # extract "key": value from each line on stdin
 	sed -n "s/.*\"$1\": \"\{0,1\}\([^\",}]*\)\"\{0,1\}.*/\1/p"
 }
 
-# 1. Poll policies: latency / CPU frontier per trace.
+# 1. Poll policies: per trace, the frontier of fixed windows (0-200 us, a
+# line in window order), kvm and adaptive as points; lower-left is better.
 grep '"bench": "policy"' "$json" > "$tmp/policy" || true
-for tr in $(field metric < "$tmp/policy" | cut -d/ -f1 | sort -u); do
-	for pol in none always-poll kvm kvm-reset adaptive; do
+traces=$(field metric < "$tmp/policy" | cut -d/ -f1 | awk '!seen[$0]++')
+n=0
+for tr in $traces; do
+	n=$((n + 1))
+	for pol in none fixed-1us fixed-2us fixed-5us fixed-10us fixed-20us fixed-50us \
+		fixed-100us always-poll kvm kvm-reset adaptive; do
 		lat=$(grep "\"metric\": \"$tr/$pol/mean_latency\"" "$tmp/policy" | field value)
 		cpu=$(grep "\"metric\": \"$tr/$pol/poll_cpu_per_halt\"" "$tmp/policy" | field value)
-		[ -n "$lat" ] && echo "$cpu $lat $pol" >> "$tmp/frontier_$tr"
+		[ -n "$lat" ] || continue
+		case $pol in
+		kvm | kvm-reset | adaptive) f=$tmp/pt_$n ;;
+		*) f=$tmp/fr_$n ;;
+		esac
+		echo "$cpu $lat $pol" >> "$f"
 	done
+	: >> "$tmp/pt_$n"
+	: >> "$tmp/fr_$n"
+	echo "$tr" > "$tmp/name_$n"
 done
-n=$(ls "$tmp"/frontier_* 2>/dev/null | wc -l)
 if [ "$n" -gt 0 ]; then
+	cols=6
+	rows=$(( (n + cols - 1) / cols ))
 	{
-		echo "set terminal pngcairo size 1500,900 font ',10'"
+		echo "set terminal pngcairo size 2100,$((rows * 330 + 60)) font ',8'"
 		echo "set output '$out/policy-frontier.png'"
-		echo "set multiplot layout 2,3 title 'Poll policies: poll CPU per halt vs mean wakeup latency (lower-left is better)'"
-		for f in "$tmp"/frontier_*; do
-			tr=${f##*/frontier_}
-			echo "set title '$tr'; set xlabel 'poll CPU per halt (ns)'; set ylabel 'mean wakeup latency (ns)'"
-			echo "set logscale x; set xrange [0.5:*]; unset key"
-			echo "plot '$f' using (\$1 < 1 ? 1 : \$1):2 with points pt 7 ps 1.5, '' using (\$1 < 1 ? 1 : \$1):2:3 with labels offset 0,1"
+		echo "set multiplot layout $rows,$cols title 'Poll policies: poll CPU per halt (us) vs mean wakeup latency (us); line: fixed windows 0-200 us; lower-left is better'"
+		i=1
+		while [ "$i" -le "$n" ]; do
+			echo "set title '$(cat "$tmp/name_$i")'; unset key"
+			echo "set logscale x; set xrange [0.01:*]"
+			echo "plot '$tmp/fr_$i' using (\$1 < 10 ? 0.01 : \$1 / 1000):(\$2 / 1000) with linespoints pt 6 ps 0.8 lc rgb 'gray50', '$tmp/pt_$i' using (\$1 < 10 ? 0.01 : \$1 / 1000):(\$2 / 1000):(strcol(3) eq 'adaptive' ? 1 : (strcol(3) eq 'kvm' ? 2 : 3)) with points pt 7 ps 1.2 lc variable, '' using (\$1 < 10 ? 0.01 : \$1 / 1000):(\$2 / 1000):3 with labels offset 0,0.8 font ',7'"
+			i=$((i + 1))
 		done
 		echo "unset multiplot"
 	} | gnuplot
