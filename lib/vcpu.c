@@ -38,6 +38,13 @@ int vsched_vcpu_create(struct vsched_vm *vm, unsigned id, void *user,
 	for (unsigned i = 0; i < vm->table.npayload; i++)
 		__cds_wfcq_init(&v->queues[i].head, &v->queues[i].tail);
 	atomic_init(&v->mode, VSCHED_MODE_OUTSIDE_GUEST);
+	for (unsigned k = 0; k < VSCHED_MAX_KINDS; k++) {
+		const struct vsched__table *t = &vm->table;
+		int r = t->rank_of[k];
+		bool inl = ((t->declared >> k) & 1) &&
+			   !(t->by_rank[r].flags & (VSCHED_REQ_WAIT | VSCHED_REQ_PAYLOAD));
+		atomic_init(&v->post_rank[k], (int8_t)(inl ? r : -1));
+	}
 	vsched__sleeper_init(&v->sl, vm, &v->mode);
 	atomic_compare_exchange_strong_explicit(&vm->vcpus[id], &expected, v,
 						memory_order_release,
@@ -90,6 +97,9 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 	/* From here posts fail with ESHUTDOWN; a post that passed its check
 	 * just before may still queue a payload: vsched_vm_destroy() drains
 	 * those. */
+	/* Inline posts take the slow path, which says ESHUTDOWN. */
+	for (unsigned k = 0; k < VSCHED_MAX_KINDS; k++)
+		atomic_store_explicit(&v->post_rank[k], -1, memory_order_relaxed);
 	vsched__mode_leave(v, VSCHED_MODE_DESTROYED);
 	vsched__timers_unlink(v);
 	self = v;
@@ -143,16 +153,23 @@ static void deliver_payloads(struct vsched_vcpu *v, unsigned r,
 	}
 }
 
+/* With nothing pending this is one load, inline
+ * (vsched__service_fast(), <vsched/inline.h>). */
 int vsched_service(struct vsched_vcpu *v)
+{
+	if (VSCHED__UNLIKELY(!v))
+		return VSCHED_EINVAL;
+	return vsched__service_fast(v);
+}
+
+int vsched__service_slow(struct vsched_vcpu *v)
 {
 	const struct vsched__table *t;
 	uint64_t w;
 	int n = 0;
 
-	if (VSCHED__UNLIKELY(!v))
-		return VSCHED_EINVAL;
 	w = atomic_load_explicit(&v->pending, memory_order_relaxed);
-	if (VSCHED__LIKELY(!w))
+	if (!w)
 		return 0;
 	{
 		uint32_t m = atomic_load_explicit(&v->mode, memory_order_relaxed);
