@@ -44,6 +44,17 @@ struct vsched__kind {
 	int payload_slot;   /* index into vcpu->queues, or -1 */
 };
 
+/* vsched_service()'s view of a rank: what its loop reads per pending
+ * kind, in 32 bytes. `special`: a payload kind (the loop then reads the
+ * full struct vsched__kind). */
+struct vsched__disp {
+	vsched_request_fn handler;
+	void *arg;
+	unsigned kind;
+	unsigned special;
+	uint64_t reserved;
+};
+
 struct vsched__table {
 	bool finalized;
 	unsigned nkinds;
@@ -52,6 +63,7 @@ struct vsched__table {
 	int8_t rank_of[VSCHED_MAX_KINDS];
 	struct vsched__kind by_kind[VSCHED_MAX_KINDS];
 	struct vsched__kind by_rank[VSCHED_MAX_KINDS];
+	struct vsched__disp disp[VSCHED_MAX_KINDS]; /* by rank */
 	int err;
 	unsigned err_kind, err_raised;
 };

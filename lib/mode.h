@@ -29,6 +29,10 @@
 /* VSCHED__MODE_MASK, VSCHED__ACK_WAITERS, VSCHED__GEN_ONE and
  * VSCHED__GEN_MASK are <vsched/inline.h>'s: the encoding is ABI. */
 
+/* IN_GUEST, EXITING_GUEST, DESTROYED: vsched_service() refuses
+ * (VSCHED__MODE_IN()). */
+#define VSCHED__MODES_NO_SERVICE 0x26262626u
+
 static inline unsigned vsched__mode_of(uint32_t m)
 {
 	return m & VSCHED__MODE_MASK;

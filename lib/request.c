@@ -138,6 +138,12 @@ static int finalize_locked(struct vsched__table *t, unsigned flags)
 		t->by_rank[r] = t->by_kind[order[r]];
 		if (t->by_rank[r].flags & VSCHED_REQ_PAYLOAD)
 			t->by_rank[r].payload_slot = (int)t->npayload++;
+		t->disp[r] = (struct vsched__disp){
+			.handler = t->by_rank[r].handler,
+			.arg = t->by_rank[r].arg,
+			.kind = t->by_rank[r].kind,
+			.special = t->by_rank[r].payload_slot >= 0,
+		};
 	}
 	t->err = 0;
 	t->finalized = true;

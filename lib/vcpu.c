@@ -162,47 +162,56 @@ int vsched_service(struct vsched_vcpu *v)
 	return vsched__service_fast(v);
 }
 
+/* A payload kind, or a timer's rank (its expiry may be stale). */
+static __attribute__((noinline)) void service_special(struct vsched_vcpu *v,
+						      unsigned r)
+{
+	const struct vsched__kind *k = &v->vm->table.by_rank[r];
+
+	if (k->payload_slot >= 0)
+		deliver_payloads(v, r, k);
+	else if (((v->timer_ranks >> r) & 1) && !vsched__timer_filter(v, r))
+		; /* a stale timer expiry, cancelled by its policy */
+	else if (k->handler)
+		k->handler(v, k->kind, NULL, k->arg);
+}
+
+/* Called with requests pending: in guest mode, destroyed, or the pass. */
 int vsched__service_slow(struct vsched_vcpu *v)
 {
-	const struct vsched__table *t;
+	const struct vsched__disp *d;
 	uint64_t w;
+	uint32_t m;
 	int n = 0;
 
 	w = atomic_load_explicit(&v->pending, memory_order_relaxed);
 	if (!w)
 		return 0;
-	{
-		uint32_t m = atomic_load_explicit(&v->mode, memory_order_relaxed);
-		if (vsched__mode_of(m) == VSCHED_MODE_DESTROYED)
-			return VSCHED_ESHUTDOWN;
-		if (vsched__in_guest(m))
-			return VSCHED_ESTATE;
-	}
-	t = &v->vm->table;
+	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
+	if (VSCHED__UNLIKELY(VSCHED__MODE_IN(VSCHED__MODES_NO_SERVICE, m)))
+		return vsched__mode_of(m) == VSCHED_MODE_DESTROYED ? VSCHED_ESHUTDOWN
+								  : VSCHED_ESTATE;
+	d = v->vm->table.disp;
 	/* One pass in rank order: after servicing rank r, look only at ranks
 	 * above r. A handler that raises a later kind is serviced in this
 	 * pass; anything that appears below r waits for the next call (and
 	 * cancels the entry if it is still pending at the commit). */
-	while (w) {
+	do {
 		unsigned r = (unsigned)__builtin_ctzll(w);
-		const struct vsched__kind *k = &t->by_rank[r];
+		const struct vsched__disp *k = &d[r];
 
 		/* Acquire: pairs with the poster's release of the bit. */
 		atomic_fetch_and_explicit(&v->pending, ~(UINT64_C(1) << r),
 					  memory_order_acquire);
 		vsched__count(&v->vs.serviced[r]);
 		n++;
-		if (k->payload_slot >= 0)
-			deliver_payloads(v, r, k);
-		else if (VSCHED__UNLIKELY((v->timer_ranks >> r) & 1) &&
-			 !vsched__timer_filter(v, r))
-			; /* a stale timer expiry, cancelled by its policy */
+		if (VSCHED__UNLIKELY(k->special | ((v->timer_ranks >> r) & 1)))
+			service_special(v, r);
 		else if (k->handler)
 			k->handler(v, k->kind, NULL, k->arg);
-		if (r == VSCHED_MAX_KINDS - 1)
-			break;
+		/* The ranks above r (none after 63). */
 		w = atomic_load_explicit(&v->pending, memory_order_relaxed) &
-		    (~UINT64_C(0) << (r + 1));
-	}
+		    (~UINT64_C(1) << r);
+	} while (w);
 	return n;
 }
