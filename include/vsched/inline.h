@@ -76,6 +76,8 @@ struct vsched_vcpu_hot {
 	signed char post_rank[VSCHED_MAX_KINDS];
 };
 
+/** @cond VSCHED_INTERNAL (the inline bodies and the library's slow paths
+ * they call: not API) */
 #if defined(__cplusplus)
 #define VSCHED__INLINE_ASSERT(c, m) static_assert(c, m)
 #else
@@ -232,6 +234,8 @@ static inline int vsched__vcpu_exit_fast(struct vsched_vcpu *v)
 		vsched__vcpu_exit_wake(v);
 	return 0;
 }
+
+/** @endcond */
 
 #ifdef VSCHED_INLINE
 #if !defined(__GNUC__)
