@@ -15,7 +15,11 @@
 
 #include <urcu/wfcqueue.h>
 
-
+/* The library's own build of the inline fast paths (<vsched/inline.h>)
+ * fires the `post` probe; defined below, once struct vsched_vcpu is. */
+struct vsched_vcpu;
+static inline void vsched__trace_post(struct vsched_vcpu *v, unsigned kind);
+#define VSCHED__INLINE_POST_HOOK(v, kind) vsched__trace_post(v, kind)
 #include <vsched/vsched.h>
 
 #include "arch/arch.h"
@@ -40,6 +44,17 @@ struct vsched__kind {
 	int payload_slot;   /* index into vcpu->queues, or -1 */
 };
 
+/* vsched_service()'s view of a rank: what its loop reads per pending
+ * kind, in 32 bytes. `special`: a payload kind (the loop then reads the
+ * full struct vsched__kind). */
+struct vsched__disp {
+	vsched_request_fn handler;
+	void *arg;
+	unsigned kind;
+	unsigned special;
+	uint64_t reserved;
+};
+
 struct vsched__table {
 	bool finalized;
 	unsigned nkinds;
@@ -48,6 +63,7 @@ struct vsched__table {
 	int8_t rank_of[VSCHED_MAX_KINDS];
 	struct vsched__kind by_kind[VSCHED_MAX_KINDS];
 	struct vsched__kind by_rank[VSCHED_MAX_KINDS];
+	struct vsched__disp disp[VSCHED_MAX_KINDS]; /* by rank */
 	int err;
 	unsigned err_kind, err_raised;
 };
@@ -123,9 +139,16 @@ struct vsched_vm {
 };
 
 struct vsched_vcpu {
-	/* Hot line: written by posters and by the vCPU. */
+	/* The hot layout, ABI: struct vsched_vcpu_hot (<vsched/inline.h>),
+	 * whose inline code hypervisors compile in; checked below.
+	 * Hot line: written by posters and by the vCPU. */
 	_Atomic uint64_t pending VSCHED__ALIGNED; /* bit = rank */
 	_Atomic uint32_t mode;
+	uint32_t hot_reserved0;
+	_Atomic uint64_t entries;   /* vCPU thread only (relaxed load + store) */
+	/* Posters' read-mostly line: by kind, the rank an inline post sets,
+	 * -1 for the slow path (undeclared, WAIT, PAYLOAD, destroyed). */
+	_Atomic int8_t post_rank[VSCHED_MAX_KINDS] VSCHED__ALIGNED;
 
 	/* Read-mostly line: stays shared in every poster's cache. */
 	struct vsched_vm *vm VSCHED__ALIGNED;
@@ -150,7 +173,6 @@ struct vsched_vcpu {
 	/* Written by the vCPU's thread only (relaxed load + store). */
 	struct vsched__sleeper sl;
 	struct {
-		_Atomic uint64_t entries;
 		_Atomic uint64_t cancelled_entries;
 		_Atomic uint64_t serviced[VSCHED_MAX_KINDS];  /* by rank */
 		_Atomic uint64_t cancelled[VSCHED_MAX_KINDS]; /* by rank */
@@ -159,6 +181,26 @@ struct vsched_vcpu {
 
 	struct vsched__payload_queue queues[]; /* table.npayload of them */
 };
+
+#define VSCHED__HOT_SAME(m)                                                     \
+	_Static_assert(offsetof(struct vsched_vcpu, m) ==                      \
+			       offsetof(struct vsched_vcpu_hot, m) &&          \
+		       sizeof(((struct vsched_vcpu *)0)->m) ==                 \
+			       sizeof(((struct vsched_vcpu_hot *)0)->m),       \
+		       "struct vsched_vcpu_hot: " #m)
+VSCHED__HOT_SAME(pending);
+VSCHED__HOT_SAME(mode);
+VSCHED__HOT_SAME(entries);
+VSCHED__HOT_SAME(post_rank);
+_Static_assert(sizeof(_Atomic uint64_t) == 8 && _Alignof(_Atomic uint64_t) == 8 &&
+		       sizeof(_Atomic uint32_t) == 4 && sizeof(_Atomic int8_t) == 1,
+	       "atomics have the layout of their plain types");
+
+static inline void vsched__trace_post(struct vsched_vcpu *v, unsigned kind)
+{
+	VSCHED__TRACE2(post, v->id, kind);
+	(void)v, (void)kind;
+}
 
 /* Single-writer counter increment: readers on other threads see whole
  * values, and the owner pays no locked instruction. */

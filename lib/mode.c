@@ -26,33 +26,35 @@ static int check_own(const struct vsched_vcpu *v, uint32_t *m)
 	return 0;
 }
 
-/* vCPU thread. The entry row of the Dekker pair; a cancelled entry
- * backs out with vsched__mode_leave() (WAIT acknowledgement). */
+/* vCPU thread. The entry row of the Dekker pair is inline
+ * (vsched__vcpu_enter_fast(), <vsched/inline.h>): write the mode, full
+ * barrier, read the requests, pairing with the barrier between setting
+ * the bit and reading the mode in vsched_post(). These are its slow
+ * paths; a cancelled entry backs out with vsched__mode_leave() (WAIT
+ * acknowledgement). */
 int vsched_vcpu_enter(struct vsched_vcpu *v)
 {
+	if (VSCHED__UNLIKELY(!v))
+		return VSCHED_EINVAL;
+	return vsched__vcpu_enter_fast(v);
+}
+
+/* Entered from anywhere but OUTSIDE_GUEST (only the vCPU's thread
+ * moves it there). */
+int vsched__vcpu_enter_refused(struct vsched_vcpu *v)
+{
 	uint32_t m;
-	uint64_t p;
 	int rc = check_own(v, &m);
 
 	if (rc)
 		return rc;
-	if (vsched__mode_of(m) != VSCHED_MODE_OUTSIDE_GUEST)
-		return VSCHED_ESTATE;
-	/* Dekker, vCPU side: write the mode, full barrier, read requests.
-	 * Pairs with the barrier between setting the bit and reading the mode
-	 * in vsched_post(). The exchange is a full barrier on x86; the
-	 * barrier after it is the one that counts elsewhere. */
-	atomic_exchange_explicit(&v->mode,
-				 ((m & VSCHED__GEN_MASK) + VSCHED__GEN_ONE) |
-					 VSCHED_MODE_IN_GUEST,
-				 memory_order_seq_cst);
-	vsched__mb_after_rmw();
-	p = atomic_load_explicit(&v->pending, memory_order_relaxed);
-	if (VSCHED__LIKELY(!p)) {
-		vsched__count(&v->vs.entries);
-		return 0;
-	}
-	/* Back out before running guest code; count each pending kind. */
+	return VSCHED_ESTATE; /* the inline check saw another mode */
+}
+
+/* Requests `p` were pending after the barrier: back out before running
+ * guest code; count each pending kind. */
+int vsched__vcpu_enter_cancel(struct vsched_vcpu *v, uint64_t p)
+{
 	vsched__mode_leave(v, VSCHED_MODE_OUTSIDE_GUEST);
 	VSCHED__TRACE2(entry_cancelled, v->id, p);
 	vsched__count(&v->vs.cancelled_entries);
@@ -66,15 +68,27 @@ int vsched_vcpu_enter(struct vsched_vcpu *v)
 
 int vsched_vcpu_exit(struct vsched_vcpu *v)
 {
+	if (VSCHED__UNLIKELY(!v))
+		return VSCHED_EINVAL;
+	return vsched__vcpu_exit_fast(v);
+}
+
+/* Exit from outside guest mode. */
+int vsched__vcpu_exit_refused(struct vsched_vcpu *v)
+{
 	uint32_t m;
 	int rc = check_own(v, &m);
 
 	if (rc)
 		return rc;
-	if (!vsched__in_guest(m))
-		return VSCHED_ESTATE;
-	vsched__mode_leave(v, VSCHED_MODE_OUTSIDE_GUEST);
-	return 0;
+	return VSCHED_ESTATE; /* the inline check saw another mode */
+}
+
+/* The exit's exchange saw ACK_WAITERS: release the WAIT posters, as
+ * vsched__mode_leave() does. */
+void vsched__vcpu_exit_wake(struct vsched_vcpu *v)
+{
+	v->vm->ops.wake((uint32_t *)&v->mode, v->vm->ops.ctx);
 }
 
 int vsched_vcpu_mode(const struct vsched_vcpu *v)

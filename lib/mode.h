@@ -26,10 +26,12 @@
  * every transition the vCPU makes out of those states is an exchange.
  * A generic waiter's state word has the same encoding (no generation).
  */
-#define VSCHED__MODE_MASK 0x7u
-#define VSCHED__ACK_WAITERS 0x8u
-#define VSCHED__GEN_ONE 0x10u
-#define VSCHED__GEN_MASK (~0xfu)
+/* VSCHED__MODE_MASK, VSCHED__ACK_WAITERS, VSCHED__GEN_ONE and
+ * VSCHED__GEN_MASK are <vsched/inline.h>'s: the encoding is ABI. */
+
+/* IN_GUEST, EXITING_GUEST, DESTROYED: vsched_service() refuses
+ * (VSCHED__MODE_IN()). */
+#define VSCHED__MODES_NO_SERVICE 0x26262626u
 
 static inline unsigned vsched__mode_of(uint32_t m)
 {

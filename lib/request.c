@@ -138,6 +138,12 @@ static int finalize_locked(struct vsched__table *t, unsigned flags)
 		t->by_rank[r] = t->by_kind[order[r]];
 		if (t->by_rank[r].flags & VSCHED_REQ_PAYLOAD)
 			t->by_rank[r].payload_slot = (int)t->npayload++;
+		t->disp[r] = (struct vsched__disp){
+			.handler = t->by_rank[r].handler,
+			.arg = t->by_rank[r].arg,
+			.kind = t->by_rank[r].kind,
+			.special = t->by_rank[r].payload_slot >= 0,
+		};
 	}
 	t->err = 0;
 	t->finalized = true;
@@ -251,9 +257,37 @@ post_common(struct vsched_vcpu *v, unsigned kind,
 	return rc;
 }
 
+/* The fast path is inline (vsched__post_fast(), <vsched/inline.h>), for
+ * hypervisors that opt in and for this exported function alike. */
 int vsched_post(struct vsched_vcpu *v, unsigned kind)
 {
+	if (VSCHED__UNLIKELY(!v))
+		return VSCHED_EINVAL;
+	return vsched__post_fast(v, kind);
+}
+
+/* Whatever the inline post does not do itself: the kind is out of range,
+ * undeclared, WAIT or PAYLOAD, or the vCPU is destroyed (post_rank -1). */
+int vsched__post_slow(struct vsched_vcpu *v, unsigned kind)
+{
 	return post_common(v, kind, NULL);
+}
+
+/* The inline post set the bit of `kind` and read `m` after the barrier:
+ * count a coalesced post, kick or wake. (The table is frozen: its rank is
+ * the one the post set even if the vCPU was destroyed since.) */
+int vsched__post_finish(struct vsched_vcpu *v, unsigned kind, uint32_t m,
+			int coalesced)
+{
+	unsigned r = (unsigned)v->vm->table.rank_of[kind];
+
+	if (coalesced)
+		vsched__count_shared(&v->ps.coalesced[r]);
+	if (vsched__mode_of(m) == VSCHED_MODE_IN_GUEST ||
+	    vsched__mode_of(m) == VSCHED_MODE_BLOCKED)
+		vsched__kick_decide(v, &v->sl, NULL, m,
+				    v->vm->table.by_rank[r].flags | VSCHED__KD_POST);
+	return 0;
 }
 
 int vsched_post_payload(struct vsched_vcpu *v, unsigned kind,

@@ -29,7 +29,7 @@
 #include <vsched/stats.h>
 
 #define VSCHED__STATS(X)                                                                                   \
-	X(entries,                ONE,  count, entries,                     VCPU,    vs.entries)           \
+	X(entries,                ONE,  count, entries,                     VCPU,    entries)              \
 	X(cancelled_entries,      ONE,  count, cancelled_entries,           VCPU,    vs.cancelled_entries) \
 	X(kicks_sent,             ONE,  count, kicks_sent,                  VCPU,    ps.kicks_sent)        \
 	X(kicks_avoided,          ONE,  count, kicks_avoided,               DERIVED, -)                    \

@@ -38,6 +38,13 @@ int vsched_vcpu_create(struct vsched_vm *vm, unsigned id, void *user,
 	for (unsigned i = 0; i < vm->table.npayload; i++)
 		__cds_wfcq_init(&v->queues[i].head, &v->queues[i].tail);
 	atomic_init(&v->mode, VSCHED_MODE_OUTSIDE_GUEST);
+	for (unsigned k = 0; k < VSCHED_MAX_KINDS; k++) {
+		const struct vsched__table *t = &vm->table;
+		int r = t->rank_of[k];
+		bool inl = ((t->declared >> k) & 1) &&
+			   !(t->by_rank[r].flags & (VSCHED_REQ_WAIT | VSCHED_REQ_PAYLOAD));
+		atomic_init(&v->post_rank[k], (int8_t)(inl ? r : -1));
+	}
 	vsched__sleeper_init(&v->sl, vm, &v->mode);
 	atomic_compare_exchange_strong_explicit(&vm->vcpus[id], &expected, v,
 						memory_order_release,
@@ -90,6 +97,9 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 	/* From here posts fail with ESHUTDOWN; a post that passed its check
 	 * just before may still queue a payload: vsched_vm_destroy() drains
 	 * those. */
+	/* Inline posts take the slow path, which says ESHUTDOWN. */
+	for (unsigned k = 0; k < VSCHED_MAX_KINDS; k++)
+		atomic_store_explicit(&v->post_rank[k], -1, memory_order_relaxed);
 	vsched__mode_leave(v, VSCHED_MODE_DESTROYED);
 	vsched__timers_unlink(v);
 	self = v;
@@ -143,49 +153,65 @@ static void deliver_payloads(struct vsched_vcpu *v, unsigned r,
 	}
 }
 
+/* With nothing pending this is one load, inline
+ * (vsched__service_fast(), <vsched/inline.h>). */
 int vsched_service(struct vsched_vcpu *v)
 {
-	const struct vsched__table *t;
-	uint64_t w;
-	int n = 0;
-
 	if (VSCHED__UNLIKELY(!v))
 		return VSCHED_EINVAL;
+	return vsched__service_fast(v);
+}
+
+/* A payload kind, or a timer's rank (its expiry may be stale). */
+static __attribute__((noinline)) void service_special(struct vsched_vcpu *v,
+						      unsigned r)
+{
+	const struct vsched__kind *k = &v->vm->table.by_rank[r];
+
+	if (k->payload_slot >= 0)
+		deliver_payloads(v, r, k);
+	else if (((v->timer_ranks >> r) & 1) && !vsched__timer_filter(v, r))
+		; /* a stale timer expiry, cancelled by its policy */
+	else if (k->handler)
+		k->handler(v, k->kind, NULL, k->arg);
+}
+
+/* Called with requests pending: in guest mode, destroyed, or the pass. */
+int vsched__service_slow(struct vsched_vcpu *v)
+{
+	const struct vsched__disp *d;
+	uint64_t w;
+	uint32_t m;
+	int n = 0;
+
 	w = atomic_load_explicit(&v->pending, memory_order_relaxed);
-	if (VSCHED__LIKELY(!w))
+	if (!w)
 		return 0;
-	{
-		uint32_t m = atomic_load_explicit(&v->mode, memory_order_relaxed);
-		if (vsched__mode_of(m) == VSCHED_MODE_DESTROYED)
-			return VSCHED_ESHUTDOWN;
-		if (vsched__in_guest(m))
-			return VSCHED_ESTATE;
-	}
-	t = &v->vm->table;
+	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
+	if (VSCHED__UNLIKELY(VSCHED__MODE_IN(VSCHED__MODES_NO_SERVICE, m)))
+		return vsched__mode_of(m) == VSCHED_MODE_DESTROYED ? VSCHED_ESHUTDOWN
+								  : VSCHED_ESTATE;
+	d = v->vm->table.disp;
 	/* One pass in rank order: after servicing rank r, look only at ranks
 	 * above r. A handler that raises a later kind is serviced in this
 	 * pass; anything that appears below r waits for the next call (and
 	 * cancels the entry if it is still pending at the commit). */
-	while (w) {
+	do {
 		unsigned r = (unsigned)__builtin_ctzll(w);
-		const struct vsched__kind *k = &t->by_rank[r];
+		const struct vsched__disp *k = &d[r];
 
 		/* Acquire: pairs with the poster's release of the bit. */
 		atomic_fetch_and_explicit(&v->pending, ~(UINT64_C(1) << r),
 					  memory_order_acquire);
 		vsched__count(&v->vs.serviced[r]);
 		n++;
-		if (k->payload_slot >= 0)
-			deliver_payloads(v, r, k);
-		else if (VSCHED__UNLIKELY((v->timer_ranks >> r) & 1) &&
-			 !vsched__timer_filter(v, r))
-			; /* a stale timer expiry, cancelled by its policy */
+		if (VSCHED__UNLIKELY(k->special | ((v->timer_ranks >> r) & 1)))
+			service_special(v, r);
 		else if (k->handler)
 			k->handler(v, k->kind, NULL, k->arg);
-		if (r == VSCHED_MAX_KINDS - 1)
-			break;
+		/* The ranks above r (none after 63). */
 		w = atomic_load_explicit(&v->pending, memory_order_relaxed) &
-		    (~UINT64_C(0) << (r + 1));
-	}
+		    (~UINT64_C(1) << r);
+	} while (w);
 	return n;
 }

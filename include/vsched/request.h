@@ -140,6 +140,7 @@ VSCHED_API int vsched_request_table_error(const struct vsched_vm *vm,
 VSCHED_API const char *vsched_request_name(const struct vsched_vm *vm,
 					   unsigned kind);
 
+#ifndef VSCHED_INLINE /* <vsched/inline.h> defines it inline */
 /**
  * Post request `kind` to a vCPU: one atomic RMW sets its bit, then a full
  * barrier and the kick decision on the vCPU's mode: IN_GUEST is kicked
@@ -153,6 +154,7 @@ VSCHED_API const char *vsched_request_name(const struct vsched_vm *vm,
  * Context: any thread, including handlers. Pairs with vsched_service().
  */
 VSCHED_API int vsched_post(struct vsched_vcpu *vcpu, unsigned kind);
+#endif
 
 /**
  * Post a payload of a VSCHED_REQ_PAYLOAD kind. On success the node belongs to
@@ -165,6 +167,7 @@ VSCHED_API int vsched_post(struct vsched_vcpu *vcpu, unsigned kind);
 VSCHED_API int vsched_post_payload(struct vsched_vcpu *vcpu, unsigned kind,
 				   struct vsched_payload *payload);
 
+#ifndef VSCHED_INLINE /* <vsched/inline.h> defines it inline */
 /**
  * Service pending requests in priority order, in one pass: each pending
  * kind's bit is cleared, then its handler runs (once, or once per payload).
@@ -178,6 +181,7 @@ VSCHED_API int vsched_post_payload(struct vsched_vcpu *vcpu, unsigned kind,
  * the release in vsched_post().
  */
 VSCHED_API int vsched_service(struct vsched_vcpu *vcpu);
+#endif
 
 /**
  * Post `kind` to a set of vCPUs. When the kind has VSCHED_REQ_WAIT, all
@@ -198,4 +202,6 @@ VSCHED_API int vsched_broadcast(struct vsched_vm *vm, const uint64_t *set,
 #ifdef __cplusplus
 }
 #endif
+/* The inline fast paths (and, with VSCHED_INLINE, these functions). */
+#include <vsched/inline.h>
 #endif /* VSCHED_REQUEST_H */

@@ -69,6 +69,7 @@ VSCHED_API int vsched_vcpu_create(struct vsched_vm *vm, unsigned id,
  */
 VSCHED_API int vsched_vcpu_destroy(struct vsched_vcpu *vcpu);
 
+#ifndef VSCHED_INLINE /* <vsched/inline.h> defines it inline */
 /**
  * Commit to guest entry: write IN_GUEST, full barrier, re-check requests.
  * @return 0 when committed (run the guest, then vsched_vcpu_exit());
@@ -79,7 +80,9 @@ VSCHED_API int vsched_vcpu_destroy(struct vsched_vcpu *vcpu);
  * Context: the vCPU's own thread. Pairs with the barrier in vsched_post().
  */
 VSCHED_API int vsched_vcpu_enter(struct vsched_vcpu *vcpu);
+#endif
 
+#ifndef VSCHED_INLINE /* <vsched/inline.h> defines it inline */
 /**
  * Leave guest mode (IN_GUEST or EXITING_GUEST -> OUTSIDE_GUEST) and release
  * WAIT posters waiting for this vCPU's acknowledgement.
@@ -87,6 +90,7 @@ VSCHED_API int vsched_vcpu_enter(struct vsched_vcpu *vcpu);
  * Context: the vCPU's own thread. Full barrier.
  */
 VSCHED_API int vsched_vcpu_exit(struct vsched_vcpu *vcpu);
+#endif
 
 /**
  * The vCPU's current mode (enum vsched_mode), or VSCHED_EINVAL. Any thread;
@@ -106,4 +110,6 @@ VSCHED_API int vsched_vcpu_id(const struct vsched_vcpu *vcpu);
 #ifdef __cplusplus
 }
 #endif
+/* The inline fast paths (and, with VSCHED_INLINE, these functions). */
+#include <vsched/inline.h>
 #endif /* VSCHED_VCPU_H */

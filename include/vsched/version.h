@@ -22,10 +22,19 @@
  *   within a major version (a hypervisor declares them in static tables,
  *   so they carry no `size`); a new callback or field comes in a new
  *   extensible struct of its own.
+ * - **Hot layout**: the first two cache lines of every vCPU (struct
+ *   vsched_vcpu_hot in <vsched/inline.h>: the pending word, the mode word
+ *   and its encoding, the entry count, the kind-to-rank table), which the
+ *   inline fast paths of a VSCHED_INLINE hypervisor read and write
+ *   directly, never change offset, size or meaning within a major version;
+ *   test/abi/check-abi.sh checks them with abidiff against a committed
+ *   baseline, and the library checks its private struct against them when
+ *   it compiles.
  * The shared library's SONAME carries the major version and its version
  * script exports only vsched_* symbols. Until 1.0 the API is not declared
  * stable and each 0.MINOR is an ABI of its own (the SONAME carries
- * 0.MINOR); from 1.0 on, CI compares the library with an abidiff baseline.
+ * 0.MINOR). Within one, test/abi/check-abi.sh compares the library with
+ * an abidiff baseline: no export may be lost or changed incompatibly.
  * 0.2 changed the values of vsched's own error codes (<vsched/error.h>)
  * and of the KVM adapter's non-exit results (<vsched/kvm.h>).
  */

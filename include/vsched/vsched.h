@@ -19,5 +19,6 @@
 #include <vsched/profile.h>
 #include <vsched/hwthread.h>
 #include <vsched/stats.h>
+#include <vsched/inline.h>
 
 #endif /* VSCHED_VSCHED_H */

@@ -10,9 +10,12 @@
  * RMWs (the poster's CAS on the mode word) act on memory directly.
  *
  * Mapping to lib/ (see doc/protocol.md):
- *   poster  = post_rank() in lib/request.c: set bit, vsched__mb_after_rmw(),
- *             read mode, kick_decide()
- *   vcpu    = vsched_vcpu_enter() in lib/vcpu.c and vsched_vcpu_block() in
+ *   poster  = vsched__post_fast() in include/vsched/inline.h (the inline
+ *             and the exported vsched_post()) and post_rank() in
+ *             lib/request.c (WAIT, payload, broadcast): set bit, the full
+ *             barrier after the RMW, read mode, kick decision
+ *   vcpu    = vsched__vcpu_enter_fast() in include/vsched/inline.h (the
+ *             inline and the exported vsched_vcpu_enter()) and vsched_vcpu_block() in
  *             lib/block.c: write mode, fence, re-check; POLLING needs no
  *             fence because posters do nothing for it.
  *   sleeping/futex = ops->wait/wake on the mode word.

@@ -2,15 +2,19 @@
 # Each fence of the kick protocol compiles to the intended instruction:
 # disassemble the built library and look inside the functions that carry
 # the Dekker pair (post: RMW then fence; enter and block: mode write then
-# fence; kick: fence).
-# usage: check-fences.sh LIBRARY PROCESSOR [OBJDUMP]
+# fence; kick: fence). With INLINE_BIN (test_hotpath_inline), the same for
+# the VSCHED_INLINE fast paths compiled into a program: its hot_post and
+# hot_enter wrap the inline vsched_post() and vsched_vcpu_enter().
+# usage: check-fences.sh LIBRARY PROCESSOR [OBJDUMP [INLINE_BIN]]
 set -eu
 lib=$1
 proc=$2
 objdump=${3:-objdump}
 dis=$(mktemp)
 trap 'rm -f "$dis"' EXIT
+inl=${4:-}
 "$objdump" -d --no-show-raw-insn "$lib" > "$dis"
+[ -z "$inl" ] || "$objdump" -d --no-show-raw-insn "$inl" >> "$dis"
 body() { awk -v f="<$1>:" '$2 == f { on = 1; next } on && /^$/ { exit } on' "$dis"; }
 case "$proc" in
 x86_64|AMD64|amd64)
@@ -37,10 +41,16 @@ check() { # function pattern what
 check vsched_post "$post" "the post's store-load fence"
 check vsched_vcpu_enter "$enter" "the entry's store-load fence"
 check vsched_vcpu_kick "$kick" "the event kick's full fence"
+if [ -n "$inl" ]; then
+	check hot_post "$post" "the inline post's store-load fence"
+	check hot_enter "$enter" "the inline entry's store-load fence"
+fi
 # power: lwsync does not order store->load; the Dekker fences must be sync.
 case "$proc" in ppc64le|powerpc64le)
-	if body vsched_vcpu_enter | grep -Eq 'lwsync' && ! body vsched_vcpu_enter | grep -Eq '(^|[[:space:]])(hw)?sync'; then
-		echo "FAIL: only lwsync in vsched_vcpu_enter"; status=1
-	fi ;;
+	for f in vsched_vcpu_enter ${inl:+hot_enter}; do
+		if body $f | grep -Eq 'lwsync' && ! body $f | grep -Eq '(^|[[:space:]])(hw)?sync'; then
+			echo "FAIL: only lwsync in $f"; status=1
+		fi
+	done ;;
 esac
 exit $status
