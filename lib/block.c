@@ -526,7 +526,8 @@ struct halt {
  * reason to return at once (ready, or a deadline already passed: a
  * check-once of the fds) or 0. */
 static inline __attribute__((always_inline)) int
-first_look(const struct target *t, struct halt *hl)
+first_look(const struct target_ops *op, const struct target *t,
+	   struct halt *hl)
 {
 	struct vsched__sleeper *s = t->s;
 	const struct vsched_host_ops *ops = &s->vm->ops;
@@ -546,8 +547,8 @@ first_look(const struct target *t, struct halt *hl)
 	runnable_enter(t);
 	hl->t0 = hl->poll_end = ops->now_ns(ops->ctx);
 	VSCHED__TRACE2(block_begin, t->id, hl->deadline);
-	t->op->begin(t);
-	reason = t->op->ready(t);
+	op->begin(t);
+	reason = op->ready(t);
 	if (reason || hl->deadline > hl->t0)
 		return reason;
 	/* Check once: every ready fd is reported. */
@@ -559,7 +560,8 @@ first_look(const struct target *t, struct halt *hl)
  * deadline: the word says POLLING meanwhile. Returns the reason the poll
  * ended the halt, or 0 to go to sleep. */
 static inline __attribute__((always_inline)) int
-poll_window(const struct target *t, struct halt *hl, uint64_t eff)
+poll_window(const struct target_ops *op, const struct target *t,
+	    struct halt *hl, uint64_t eff)
 {
 	struct vsched__sleeper *s = t->s;
 	const struct vsched_host_ops *ops = &s->vm->ops;
@@ -571,7 +573,7 @@ poll_window(const struct target *t, struct halt *hl, uint64_t eff)
 	if (!hl->window)
 		return 0;
 	hl->vetoed = atomic_load_explicit(&s->guest_poll_off, memory_order_relaxed) ||
-		     t->op->veto(t);
+		     op->veto(t);
 	if (hl->vetoed) {
 		vsched__count(&s->hs.vetoed);
 		hl->window = 0;
@@ -583,7 +585,7 @@ poll_window(const struct target *t, struct halt *hl, uint64_t eff)
 	hl->attempted = true;
 	vsched__mode_set_relaxed(s, hl->m, VSCHED_MODE_POLLING);
 	for (unsigned i = 1;; i++) {
-		reason = t->op->ready(t);
+		reason = op->ready(t);
 		if (reason)
 			break;
 		vsched__relax();
@@ -607,7 +609,7 @@ poll_window(const struct target *t, struct halt *hl, uint64_t eff)
 	hl->poll_end = now;
 	if (reason)
 		return reason; /* won: poll_end is the exit time (account()) */
-	if (end == eff && eff < hl->deadline && (reason = t->op->timer_due(t)))
+	if (end == eff && eff < hl->deadline && (reason = op->timer_due(t)))
 		return reason; /* a guest timer expired while polling */
 	if (end == hl->deadline)
 		/* The deadline, inside the window: the fds first (unless the
@@ -622,16 +624,17 @@ poll_window(const struct target *t, struct halt *hl, uint64_t eff)
  * and vsched_vcpu_kick(), doc/protocol.md), then sleep until a reason to
  * run, the deadline or an error. Returns the reason. */
 static inline __attribute__((always_inline)) int
-arm_and_sleep(const struct target *t, struct halt *hl)
+arm_and_sleep(const struct target_ops *op, const struct target *t,
+	      struct halt *hl)
 {
 	struct vsched__sleeper *s = t->s;
 	const struct vsched_host_ops *ops = &s->vm->ops;
 	const uint32_t blocked = vsched__mode_with(hl->m, VSCHED_MODE_BLOCKED);
-	const bool hooked = t->op->before_sleep(t);
+	const bool hooked = op->before_sleep(t);
 	int reason;
 
 	vsched__mode_arm(s, blocked);
-	reason = t->op->ready(t);
+	reason = op->ready(t);
 	if (reason) {
 		vsched__mode_leave_blocked(s, blocked);
 		goto out;
@@ -640,14 +643,14 @@ arm_and_sleep(const struct target *t, struct halt *hl)
 	hl->sleep_start = ops->now_ns(ops->ctx);
 	hl->waited = true;
 	for (;;) {
-		uint64_t eff = t->op->deadline(t, hl->deadline);
+		uint64_t eff = op->deadline(t, hl->deadline);
 		/* The same flag the wakers read (vsched__wake_sleeper()). */
 		int r = atomic_load_explicit(&s->use_evfd, memory_order_relaxed)
 				? sleep_epoll(s, blocked, eff, hl->res)
 				: sleep_futex(s, blocked, eff);
 		if (r == VSCHED_WAKE_DEADLINE && eff < hl->deadline) {
 			/* A guest timer's deadline, not the caller's. */
-			reason = t->op->timer_due(t);
+			reason = op->timer_due(t);
 			if (reason)
 				break;
 			r = 0;
@@ -657,13 +660,13 @@ arm_and_sleep(const struct target *t, struct halt *hl)
 			break;
 		}
 		/* A poster or kick moved us out of BLOCKED. */
-		reason = t->op->ready(t);
+		reason = op->ready(t);
 		if (reason)
 			break;
 		/* Woken with nothing to do (its event was consumed before we
 		 * looked): arm again. */
 		vsched__mode_arm(s, blocked);
-		reason = t->op->ready(t);
+		reason = op->ready(t);
 		if (reason) {
 			vsched__mode_leave_blocked(s, blocked);
 			break;
@@ -673,14 +676,15 @@ arm_and_sleep(const struct target *t, struct halt *hl)
 out:
 	/* Every way out of a sleep that ran before_sleep runs after_sleep. */
 	if (hooked)
-		t->op->after_sleep(t);
+		op->after_sleep(t);
 	return reason;
 }
 
 /* Every way out: the unblocking hook, the stats, the policy's update with
  * the halt's real length, the result. */
 static inline __attribute__((always_inline)) void
-account(const struct target *t, struct halt *hl, int reason)
+account(const struct target_ops *op, const struct target *t,
+	struct halt *hl, int reason)
 {
 	struct vsched__sleeper *s = t->s;
 	const struct vsched_host_ops *ops = &s->vm->ops;
@@ -689,7 +693,7 @@ account(const struct target *t, struct halt *hl, int reason)
 	uint64_t now, halt_ns, before;
 	bool valid;
 
-	t->op->end(t);
+	op->end(t);
 	now = ops->now_ns(ops->ctx);
 	halt_ns = now > hl->t0 ? now - hl->t0 : 0;
 	valid = reason > 0 && reason != VSCHED_WAKE_SIGNAL; /* not an error */
@@ -739,15 +743,20 @@ static inline __attribute__((always_inline)) int
 engine(const struct target *t, uint64_t deadline,
        struct vsched_block_result *res)
 {
+	/* Read before `t` is handed to any call: after inlining into its
+	 * caller the table is a known constant, so every target operation
+	 * below is a direct call and the readiness check is inlined into the
+	 * poll loop (through t->op, re-read after each call, it was not). */
+	const struct target_ops *const op = t->op;
 	struct vsched_block_result local = { .size = sizeof(local) };
 	struct halt hl = { .res = res ? res : &local, .deadline = deadline };
-	int reason = first_look(t, &hl);
+	int reason = first_look(op, t, &hl);
 
 	if (!reason)
-		reason = poll_window(t, &hl, t->op->deadline(t, deadline));
+		reason = poll_window(op, t, &hl, op->deadline(t, deadline));
 	if (!reason)
-		reason = arm_and_sleep(t, &hl);
-	account(t, &hl, reason);
+		reason = arm_and_sleep(op, t, &hl);
+	account(op, t, &hl, reason);
 	return reason;
 }
 
