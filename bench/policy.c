@@ -33,12 +33,14 @@ static const char *opt_family;
 static double opt_wake_ns, opt_polled_ns;
 static unsigned opt_weight = 4;
 static int opt_decay = -1;
+static unsigned long long opt_seed;
 
 /* --trace FILE (up to MAX_TRACES; none: every .txt of bench/traces/),
  * --family PREFIX (only the generated traces whose name starts so, no
  * files), --files-only (no generated traces), --wake-ns N and --polled-ns N
  * (the cost model, calibrated if not given), --latency-weight N (the
- * adaptive policy's), --live. */
+ * adaptive policy's), --seed N (added to each generated trace's seed, to
+ * draw other traces of the same families), --live. */
 static int policy_option(int argc, char **argv, int i)
 {
 	if (!strcmp(argv[i], "--trace") && i + 1 < argc && ntrace_files < MAX_TRACES)
@@ -51,6 +53,8 @@ static int policy_option(int argc, char **argv, int i)
 		opt_weight = (unsigned)atoi(argv[i + 1]);
 	else if (!strcmp(argv[i], "--decay-shift") && i + 1 < argc)
 		opt_decay = atoi(argv[i + 1]);
+	else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+		opt_seed = strtoull(argv[i + 1], NULL, 0);
 	else if (!strcmp(argv[i], "--family") && i + 1 < argc)
 		opt_family = argv[i + 1];
 	else if (!strcmp(argv[i], "--files-only"))
@@ -170,7 +174,7 @@ static const struct gen gens[] = {
 
 static void gen_trace(const struct gen *g, unsigned idx, struct trace *t)
 {
-	uint64_t s = 0x5eed0000ull + idx;
+	uint64_t s = 0x5eed0000ull + idx + opt_seed;
 	snprintf(t->name, sizeof(t->name), "%s", g->name);
 	t->n = GEN_HALTS;
 	t->d = malloc(t->n * sizeof(*t->d));
@@ -579,6 +583,6 @@ const struct bench bench_policy = {
 	.run = run_policy,
 	.in_all = true,
 	.usage = "[--trace FILE] [--family PREFIX] [--files-only] [--wake-ns N] "
-		 "[--polled-ns N] [--latency-weight N] [--decay-shift N] [--live]",
+		 "[--polled-ns N] [--latency-weight N] [--decay-shift N] [--seed N] [--live]",
 	.option = policy_option,
 };

@@ -22,7 +22,7 @@ int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
 	out->grow_start_ns = 10000;
 	out->wake_cost_ns = 50000;
 	out->latency_weight = 4;
-	out->decay_shift = 5;
+	out->decay_shift = 6;
 	return 0;
 }
 
@@ -126,21 +126,45 @@ static unsigned bucket_of(uint64_t ns)
 	return b < VSCHED_POLL_BUCKETS ? b : VSCHED_POLL_BUCKETS - 1;
 }
 
+/* One candidate window of the ADAPTIVE policy, with what the histogram
+ * expects of it (in histogram units: halts x 2^16): the poll CPU it spends,
+ * the weight of the halts it sleeps through, its cost J and its latency x
+ * CPU. */
+struct adaptive_cand {
+	uint64_t w, cpu, slept, j, prod;
+};
+
 /*
- * Choose the window among the bucket edges (and 0) that minimises
- *   J(W) = sum over halts of: D      if D <= W (polled: CPU D, no sleep)
- *                             W + B  if D >  W (poll wasted, then a sleep)
- * with B = latency_weight x wake_cost_ns, the poll CPU one avoided sleep is
- * worth. This is ski rental with a known distribution: keep polling while
- * the expected remaining wait is below B. A bucket counts as covered by W when its upper
- * edge is <= W; its halts are taken at 3/4 of the edge. The last bucket is
- * open-ended and never covered.
+ * Choose the window in two steps.
+ *
+ * 1. Its expected cost per halt,
+ *      J(W) = sum over halts of: D      if D <= W (polled: CPU D, no sleep)
+ *                                W + B  if D >  W (poll wasted, then a sleep)
+ *    with B = latency_weight x wake_cost_ns, the poll CPU one avoided sleep
+ *    is worth. This is ski rental with a known distribution: keep polling
+ *    while the expected remaining wait is below B. Candidates are 0 and each
+ *    bucket's midpoint and upper edge up to max_ns; a bucket counts as
+ *    covered by W when its upper edge is <= W, its halts taken at 3/4 of the
+ *    edge; the last bucket is open-ended and never covered.
+ *
+ * 2. J is flat near its minimum, and a few dozen halts cannot tell apart
+ *    windows whose J differs by a small fraction of B. Among the windows
+ *    within B/16 per halt of the best J, take the one with the lowest
+ *    expected latency x poll CPU, the scale-free measure (a polled wakeup's
+ *    latency taken as 1/32 of a sleeping one's). Products within 1/8 of the
+ *    lowest count as equal: then the window in force stays (mixing windows
+ *    raises the product of the means), or else the largest is taken (what
+ *    kvm would poll: a window beyond every halt seen costs nothing by the
+ *    histogram, and the rare halt it catches is worth a whole sleep).
+ *
+ * O(buckets), no division: every candidate shares the same total.
  */
 static uint64_t adaptive_choose(const struct vsched_poll_params *p,
 				const struct vsched_poll_state *s)
 {
-	uint64_t total = 0, below_cost = 0, best_w = 0, best_j;
-	/* Candidates: 0, and for each bucket its midpoint and upper edge. */
+	struct adaptive_cand c[2 * VSCHED_POLL_BUCKETS];
+	uint64_t total = 0, below_cost = 0, above, jmax, low = UINT64_MAX;
+	unsigned n = 0, best = 0, pick = 0;
 	/* Clamped so that the sums below cannot overflow (2^31 x 2^32). */
 	const uint64_t b = (uint64_t)p->latency_weight * p->wake_cost_ns;
 	const uint64_t lc = b < (UINT64_C(1) << 31) ? b : (UINT64_C(1) << 31);
@@ -149,33 +173,53 @@ static uint64_t adaptive_choose(const struct vsched_poll_params *p,
 		total += s->hist[i];
 	if (!total)
 		return p->max_ns;
+	above = total;
 	/* W = 0: every halt sleeps. */
-	best_j = total * lc;
+	c[n++] = (struct adaptive_cand){ 0, 0, total, 0, 0 };
 	for (unsigned i = 0; i + 1 < VSCHED_POLL_BUCKETS; i++) {
 		uint64_t edge = UINT64_C(1) << (BUCKET0_SHIFT + 1 + i);
-		uint64_t lo = i ? edge / 2 : 0, mid = lo + (edge - lo) / 2, j;
+		uint64_t lo = i ? edge / 2 : 0, mid = lo + (edge - lo) / 2;
+		uint64_t half = s->hist[i] / 2;
+		if (mid > p->max_ns)
+			break;
 		/* Half-way into bucket i: taking its halts as spread evenly,
 		 * half of them are covered, at 3/4 of the way in on average. */
-		if (mid <= p->max_ns) {
-			j = below_cost + (uint64_t)s->hist[i] / 2 * (lo + (mid - lo) / 2) +
-			    (total - s->hist[i] / 2) * (mid + lc);
-			if (j < best_j) {
-				best_j = j;
-				best_w = mid;
-			}
-		}
+		c[n++] = (struct adaptive_cand){
+			mid, below_cost + half * (lo + (mid - lo) / 2) + (above - half) * mid,
+			above - half, 0, 0
+		};
 		if (edge > p->max_ns)
 			break;
 		/* All of bucket i covered, its halts at 3/4 of the edge. */
 		below_cost += (uint64_t)s->hist[i] * (edge / 4 * 3);
-		total -= s->hist[i];
-		j = below_cost + total * (edge + lc);
-		if (j < best_j) {
-			best_j = j;
-			best_w = edge;
-		}
+		above -= s->hist[i];
+		c[n++] = (struct adaptive_cand){ edge, below_cost + above * edge, above, 0, 0 };
 	}
-	return best_w;
+	for (unsigned i = 0; i < n; i++) {
+		c[i].j = c[i].cpu + c[i].slept * lc;
+		if (c[i].j < c[best].j)
+			best = i;
+	}
+	jmax = c[best].j + (lc >> 4) * total;
+	/* Latency x CPU of the windows within the band (the others: out),
+	 * both scaled by the decay (total is about 2^(16 + decay_shift)): at
+	 * most 2^17 x 2^38. */
+	for (unsigned i = 0; i < n; i++) {
+		c[i].prod = c[i].j > jmax ? UINT64_MAX
+					  : ((c[i].slept + (total >> 5)) >> p->decay_shift) *
+						    (c[i].cpu >> p->decay_shift);
+		if (c[i].prod < low)
+			low = c[i].prod;
+	}
+	low += low >> 3;
+	for (unsigned i = 0; i < n; i++) {
+		if (c[i].prod > low)
+			continue;
+		if (c[i].w == s->window_ns)
+			return c[i].w; /* the window in force stays */
+		pick = i; /* the largest so far */
+	}
+	return c[pick].w;
 }
 
 static void adaptive_update(const struct vsched_poll_params *p,

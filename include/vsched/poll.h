@@ -39,10 +39,13 @@ enum vsched_poll_policy {
 	VSCHED_POLL_KVM = 2,
 	/**
 	 * vsched's: keeps a decaying log2 histogram of halt lengths and polls
-	 * for the window W that minimises the expected cost per halt,
+	 * for a window W that minimises the expected cost per halt,
 	 * E[min(D, W)] + P(D > W) x (W + latency_weight x wake_cost_ns): poll
 	 * CPU spent, plus the weighted latency of every halt that ends up
-	 * asleep (doc/policies.md).
+	 * asleep. Where that cost is flat (within 1/16 of a sleep's weighted
+	 * latency per halt), it takes the window with the lowest expected
+	 * latency x poll CPU, keeping the window in force or else the larger
+	 * between equals (doc/policies.md).
 	 */
 	VSCHED_POLL_ADAPTIVE = 3,
 };
@@ -74,7 +77,10 @@ struct vsched_poll_params {
 	 * wait is below latency_weight x wake_cost_ns.
 	 */
 	unsigned latency_weight;
-	/** ADAPTIVE: history decay, each halt weighs 1/2^decay_shift. */
+	/**
+	 * ADAPTIVE: history decay, each halt weighs 1/2^decay_shift (default
+	 * 6: about the last 64 halts).
+	 */
 	unsigned decay_shift;
 };
 
