@@ -522,6 +522,22 @@ struct halt {
 	bool attempted, waited, vetoed;
 };
 
+/* The previous halt's lesson (account()), taken at this halt's start,
+ * before the policy is refreshed and this halt's window is chosen: the
+ * policy learns every halt, in order, with the parameters it ran under,
+ * and none of its work sits between "a reason to run" and the return. */
+static void learn(const struct target *t)
+{
+	struct vsched__sleeper *s = t->s;
+	uint64_t before = s->poll.window_ns;
+
+	s->lesson_pending = false;
+	vsched__poll_update(&s->params, &s->poll, s->lesson_window,
+			    s->lesson_halt_ns, s->lesson_valid);
+	if (s->poll.window_ns != before)
+		VSCHED__TRACE3(window_change, t->id, before, s->poll.window_ns);
+}
+
 /* Start a halt: the policy, the runnable count, the first look. Returns a
  * reason to return at once (ready, or a deadline already passed: a
  * check-once of the fds) or 0. */
@@ -537,6 +553,8 @@ first_look(const struct target_ops *op, const struct target *t,
 	clear_tags(hl->res);
 	hl->res->fd_checks = 0;
 	hl->m = atomic_load_explicit(s->word, memory_order_relaxed);
+	if (s->lesson_pending)
+		learn(t);
 	/* The policy: a copy, refreshed (under RCU) only when the VM's or
 	 * the sleeper's own generation moved, so that a halt normally costs
 	 * two loads here. */
@@ -683,10 +701,12 @@ out:
 	return reason;
 }
 
-/* Every way out: the unblocking hook, the stats, the policy's update with
- * the halt's real length, the result. A halt that never slept ended at the
- * engine's last clock read (poll_end: its start, or the poll loop's last
- * read, as KVM's halt_ns), so only a sleep reads the clock here. */
+/* Every way out: the unblocking hook, the stats (owner-only counters, a
+ * load and a store each), the result, and the halt's real length kept for
+ * the policy, which learns it at the next halt's start (learn()). A halt
+ * that never slept ended at the engine's last clock read (poll_end: its
+ * start, or the poll loop's last read, as KVM's halt_ns), so only a sleep
+ * reads the clock here. */
 static inline __attribute__((always_inline)) void
 account(const struct target_ops *op, const struct target *t,
 	struct halt *hl, int reason)
@@ -695,7 +715,7 @@ account(const struct target_ops *op, const struct target *t,
 	const struct vsched_host_ops *ops = &s->vm->ops;
 	struct vsched_block_result *res = hl->res;
 	const bool won = hl->attempted && !hl->waited;
-	uint64_t now, halt_ns, before;
+	uint64_t now, halt_ns;
 	bool valid;
 
 	op->end(t);
@@ -723,11 +743,11 @@ account(const struct target_ops *op, const struct target *t,
 		vsched__count_n(&s->hs.wait_ns, w);
 		hist(s->hs.hist_wait, w);
 	}
-	/* The policy learns how long the halt really was. */
-	before = s->poll.window_ns;
-	vsched__poll_update(&s->params, &s->poll, hl->window, halt_ns, valid);
-	if (s->poll.window_ns != before)
-		VSCHED__TRACE3(window_change, t->id, before, s->poll.window_ns);
+	/* How long the halt really was, for the policy (learn()). */
+	s->lesson_window = hl->window;
+	s->lesson_halt_ns = halt_ns;
+	s->lesson_valid = valid;
+	s->lesson_pending = true;
 	if (won)
 		VSCHED__TRACE2(poll_won, t->id, res->poll_ns);
 	else if (hl->attempted)
