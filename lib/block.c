@@ -148,7 +148,8 @@ static int vcpu_timer_due(const struct target *t)
 	return 0;
 }
 
-static void vcpu_begin(const struct target *t)
+static inline __attribute__((always_inline)) void
+vcpu_begin(const struct target *t)
 {
 	const struct vsched_host_ops *ops = &t->s->vm->ops;
 
@@ -159,7 +160,8 @@ static void vcpu_begin(const struct target *t)
 		vsched_vcpu_fire_timers(t->vcpu); /* expired timers post now */
 }
 
-static bool vcpu_veto(const struct target *t)
+static inline __attribute__((always_inline)) bool
+vcpu_veto(const struct target *t)
 {
 	const struct vsched_host_ops *ops = &t->s->vm->ops;
 
@@ -515,7 +517,10 @@ int vsched_vcpu_set_poll(struct vsched_vcpu *v,
 
 /* One halt's state, from the first look to the accounting. */
 struct halt {
+	/* The fd tags and checks go to `res` (the caller's, or scratch);
+	 * account() fills the rest of it only for a caller that asked. */
 	struct vsched_block_result *res;
+	bool want_res;
 	uint64_t deadline;   /* the caller's, in the VM's clock */
 	uint64_t t0, poll_end, sleep_start, window;
 	uint32_t m;          /* the word at the start (OUTSIDE_GUEST) */
@@ -715,16 +720,15 @@ account(const struct target_ops *op, const struct target *t,
 	const struct vsched_host_ops *ops = &s->vm->ops;
 	struct vsched_block_result *res = hl->res;
 	const bool won = hl->attempted && !hl->waited;
-	uint64_t now, halt_ns;
+	uint64_t now, halt_ns, pns;
 	bool valid;
 
 	op->end(t);
 	now = hl->waited ? ops->now_ns(ops->ctx) : hl->poll_end;
 	halt_ns = now > hl->t0 ? now - hl->t0 : 0;
 	valid = reason > 0 && reason != VSCHED_WAKE_SIGNAL; /* not an error */
-	res->poll_ns = 0;
+	pns = hl->poll_end > hl->t0 ? hl->poll_end - hl->t0 : 0;
 	if (hl->attempted) {
-		uint64_t pns = hl->poll_end > hl->t0 ? hl->poll_end - hl->t0 : 0;
 		vsched__count(&s->hs.attempted);
 		if (won) {
 			vsched__count(&s->hs.successful);
@@ -736,7 +740,6 @@ account(const struct target_ops *op, const struct target *t,
 			vsched__count_n(&s->hs.fail_ns, pns);
 			hist(s->hs.hist_fail, pns);
 		}
-		res->poll_ns = pns;
 	}
 	if (hl->waited) {
 		uint64_t w = now > hl->sleep_start ? now - hl->sleep_start : 0;
@@ -749,16 +752,19 @@ account(const struct target_ops *op, const struct target *t,
 	s->lesson_valid = valid;
 	s->lesson_pending = true;
 	if (won)
-		VSCHED__TRACE2(poll_won, t->id, res->poll_ns);
+		VSCHED__TRACE2(poll_won, t->id, pns);
 	else if (hl->attempted)
-		VSCHED__TRACE2(poll_lost, t->id, res->poll_ns);
+		VSCHED__TRACE2(poll_lost, t->id, pns);
 	VSCHED__TRACE3(block_end, t->id, reason, halt_ns);
 
-	res->reason = reason;
-	res->halt_ns = halt_ns;
-	res->window_ns = hl->window;
-	res->poll_won = won;
-	res->vetoed = hl->vetoed;
+	if (hl->want_res) {
+		res->reason = reason;
+		res->halt_ns = halt_ns;
+		res->window_ns = hl->window;
+		res->poll_ns = hl->attempted ? pns : 0;
+		res->poll_won = won;
+		res->vetoed = hl->vetoed;
+	}
 }
 
 /* The engine: first look, poll, arm and sleep, account. Owner thread. */
@@ -771,8 +777,13 @@ engine(const struct target *t, uint64_t deadline,
 	 * below is a direct call and the readiness check is inlined into the
 	 * poll loop (through t->op, re-read after each call, it was not). */
 	const struct target_ops *const op = t->op;
-	struct vsched_block_result local = { .size = sizeof(local) };
-	struct halt hl = { .res = res ? res : &local, .deadline = deadline };
+	/* Scratch for the fd tags when the caller wants no result: the
+	 * engine writes every field of it that it reads but this one. */
+	struct vsched_block_result local;
+	struct halt hl = { .res = res ? res : &local, .want_res = res != NULL,
+			   .deadline = deadline };
+	if (!res)
+		local.ready_tags = NULL;
 	int reason = first_look(op, t, &hl);
 
 	if (!reason)
