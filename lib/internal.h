@@ -109,6 +109,11 @@ struct vsched__sleeper {
 	uint64_t wake_margin_ns;    /* learnt wakeup latency of timed sleeps */
 	struct vsched_poll_params params; /* the policy in force */
 	bool counted_runnable;
+	/* The last halt, for the policy to learn at the next halt's start
+	 * (lib/block.c, learn()): not between "a reason to run" and the
+	 * return. */
+	bool lesson_pending, lesson_valid;
+	uint64_t lesson_window, lesson_halt_ns;
 	/* Written by the owner, read anywhere. */
 	struct {
 		_Atomic uint64_t successful, attempted, invalid;

@@ -123,7 +123,9 @@ struct vsched_block_result {
  *    (or, with registered fds, in epoll_pwait on them, a kick eventfd and a
  *    deadline timerfd) until a poster moves it out of BLOCKED;
  * 4. the `unblocking` hook runs on every path out;
- * 5. the policy learns how long the halt lasted.
+ * 5. the policy learns how long the halt lasted (at the start of the
+ *    vCPU's next halt, before it chooses that halt's window: its work does
+ *    not delay the return).
  * When a poster already moved the word out of BLOCKED, the way back skips
  * its store and barrier (counted as idle_fastpath_skips).
  * @param vcpu the vCPU.

@@ -52,7 +52,9 @@ struct vsched_host_ops {
 		    void *ctx);
 	/** Wake every thread in `wait` on `word`. Default: futex wake. */
 	void (*wake)(uint32_t *word, void *ctx);
-	/** Current time in ns. Default: CLOCK_MONOTONIC. */
+	/** Current time in ns. Default: CLOCK_MONOTONIC. The poll loop reads
+	 * it on every iteration (a poll that wins ends at its last read):
+	 * keep it as cheap as a vDSO clock read, with no lock. */
 	uint64_t (*now_ns)(void *ctx);
 	/**
 	 * Receives each payload that was accepted by vsched_post_payload()

@@ -1096,6 +1096,72 @@ static void test_own_poll_policy(void **state)
 	vsched_vm_destroy(r.vm);
 }
 
+/* The policy learns every halt, in order, before it picks the next window
+ * (the engine hands it a halt's length at the next halt's start): replaying
+ * the halts' results through the public policy predicts every window. KVM's
+ * policy, whose window moves with each halt, on the fake clock: halts that
+ * find a request at the first look (P), polls that win (W) and sleeps that
+ * end at their deadline (the number: ns after the start). */
+static unsigned post_at_read;
+static void tick_post(struct fake_host *h)
+{
+	h->now += 10;
+	if (post_at_read && !--post_at_read)
+		assert_int_equal(vsched_post(h->vcpu, K_REQ), 0);
+}
+
+static void test_policy_learns_every_halt(void **state)
+{
+	static const struct { char kind; uint64_t ns; } halts[] = {
+		{ 'D', 5000 }, { 'W', 50 }, { 'D', 50000 }, { 'D', 15000 },
+		{ 'D', 15000 }, { 'P', 0 }, { 'W', 300 }, { 'D', 30000 },
+		{ 'D', 8000 }, { 'W', 20 }, { 'P', 0 }, { 'D', 12000 },
+	};
+	const unsigned n = sizeof(halts) / sizeof(halts[0]);
+	struct vsched_block_result res = { .size = sizeof(res) };
+	struct vsched_poll_params pp;
+	struct vsched_poll_state ps;
+	unsigned changes = 0;
+	uint64_t last = 0;
+	struct rig r;
+	(void)state;
+
+	rig_up(&r, VSCHED_POLL_KVM, 20000);
+	r.h.on_clock = tick_post;
+	r.h.on_wait = wait_timeout;
+	vsched_poll_defaults(VSCHED_POLL_KVM, 20000, &pp);
+	assert_int_equal(vsched_poll_init(&pp, &ps), 0);
+	for (unsigned i = 0; i < 3 * n; i++) {
+		const char kind = halts[i % n].kind;
+		const uint64_t expect = vsched_poll_window(&pp, &ps);
+		uint64_t deadline = VSCHED_DEADLINE_NONE;
+		int rc;
+
+		post_at_read = 0;
+		if (kind == 'P')
+			assert_int_equal(vsched_post(r.v, K_REQ), 0);
+		else if (kind == 'W')
+			post_at_read = (unsigned)halts[i % n].ns / 10;
+		else
+			deadline = r.h.now + halts[i % n].ns;
+		rc = vsched_vcpu_block_ex(r.v, deadline, &res);
+		assert_int_equal(rc, kind == 'D' ? VSCHED_WAKE_DEADLINE : VSCHED_WAKE_REQUEST);
+		/* Ready at the first look: no window was chosen. */
+		assert_int_equal(res.window_ns, kind == 'P' ? 0 : expect);
+		if (kind == 'W')
+			assert_true(res.poll_won);
+		if (kind == 'D')
+			assert_true(res.halt_ns + 10 >= halts[i % n].ns); /* t0: a read later */
+		vsched_service(r.v);
+		assert_int_equal(vsched_poll_update(&pp, &ps, res.window_ns, res.halt_ns,
+						    true), 0);
+		changes += res.window_ns != last;
+		last = res.window_ns;
+	}
+	assert_true(changes >= 6);
+	vsched_vm_destroy(r.vm);
+}
+
 static void test_block_bad_input(void **state)
 {
 	struct vsched_block_result small = { .size = 4 };
@@ -1171,6 +1237,7 @@ int main(void)
 		cmocka_unit_test(test_waiter_hooks),
 		cmocka_unit_test(test_own_poll_policy),
 		cmocka_unit_test(test_wait_error_is_reported),
+		cmocka_unit_test(test_policy_learns_every_halt),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
