@@ -56,10 +56,6 @@ static void finish_on_time(struct vsched__sleeper *s, uint32_t blocked,
 		vsched__relax();
 }
 
-/* vCPU threads of this process that are not asleep in vsched: the
- * contention veto compares it with the CPUs the process may use. */
-static _Atomic int runnable_vcpus;
-
 /*
  * What the engine blocks: a vCPU or a generic waiter. The difference is
  * this one table of operations, picked when the target is made; the engine
