@@ -203,9 +203,13 @@ static uint64_t adaptive_choose(const struct vsched_poll_params *p,
 	jmax = c[best].j + (lc >> 4) * total;
 	/* Latency x CPU of the windows within the band (the others: out),
 	 * both scaled by the decay (total is about 2^(16 + decay_shift)): at
-	 * most 2^17 x 2^38. */
+	 * most 2^17 x 2^38. The window in force leaves the band only at
+	 * B/16 + B/32 per halt above the best J (hysteresis: an estimate from
+	 * 64 halts crosses the edge on noise, and a window that comes and
+	 * goes mixes two windows' products). */
 	for (unsigned i = 0; i < n; i++) {
-		c[i].prod = c[i].j > jmax ? UINT64_MAX
+		uint64_t edge = jmax + (c[i].w == s->window_ns ? (lc >> 5) * total : 0);
+		c[i].prod = c[i].j > edge ? UINT64_MAX
 					  : ((c[i].slept + (total >> 5)) >> p->decay_shift) *
 						    (c[i].cpu >> p->decay_shift);
 		if (c[i].prod < low)
