@@ -243,10 +243,16 @@ int vsched_timer_arm(struct vsched_timer *t, uint64_t d)
 	    VSCHED_MODE_DESTROYED)
 		return VSCHED_ESHUTDOWN;
 	level = t->semantics == VSCHED_TIMER_LEVEL;
-	if (level)
-		before = now_of(t);
-	old = atomic_load_explicit(&t->word, memory_order_relaxed);
+	old = atomic_load_explicit(&t->word, memory_order_acquire);
 	do {
+		/* The RMW takes effect at `before`: read after (re)loading the
+		 * word, so it is no earlier than the clock of whoever wrote
+		 * `old` (read before their RMW). Every judgment of the RMW is
+		 * made at it: a clock read after the RMW may have passed a
+		 * deadline that was not due when the RMW replaced it, and one
+		 * read before the load may predate a fire that saw a later
+		 * clock (test/model/timer.pml). */
+		before = now_of(t);
 		n = (d << SHIFT) | (old & OFF);
 		/* LEVEL: a new deadline that keeps the line high (or raises
 		 * it: the edge is the arm's) is one high period, latched here
@@ -256,7 +262,7 @@ int vsched_timer_arm(struct vsched_timer *t, uint64_t d)
 			n |= EXPIRED;
 	} while (!atomic_compare_exchange_weak_explicit(&t->word, &old, n,
 						       memory_order_seq_cst,
-						       memory_order_relaxed));
+						       memory_order_acquire));
 	now = now_of(t);
 	if (still_high) {
 		/* Posted already in this high period, or post it now (the
@@ -265,10 +271,13 @@ int vsched_timer_arm(struct vsched_timer *t, uint64_t d)
 			post_expiry(t);
 		return 0;
 	}
-	/* The deadline we replaced had passed and was not posted: that
-	 * expiry was real, post it (the fire's CAS now fails). */
-	if (can_fire(old, now))
+	/* The deadline we replaced had passed when we replaced it and was
+	 * not posted: that expiry was real, post it (the fire's CAS now
+	 * fails). */
+	if (can_fire(old, before))
 		post_expiry(t);
+	/* The new deadline may have come due since (the line fell at the
+	 * RMW and rose again): fire it like the service would. */
 	e = fire_deadline(n);
 	if (e != NONE) {
 		if (e <= now)

@@ -1,26 +1,47 @@
 /*
  * SPDX-License-Identifier: MIT
  *
- * Spin model of timer expiry against re-arm and, for LEVEL timers, against
- * the guest's enable/mask writes (lib/timer.c).
+ * Spin model of a LEVEL timer (lib/timer.c): the guest's re-arms and
+ * enable/mask writes (one thread, in any order) against the service's
+ * fire, on a clock that ticks at any moment, also between an operation's
+ * clock read and its RMW and between the arm's two clock reads, so that a
+ * re-arm into the future can find its deadline passed by its second read.
  *
- * The timer word holds the armed epoch, the gate (OFF: LEVEL disabled or
- * masked) and an EXPIRED (posted) flag; every change is one atomic RMW of
- * the whole word. The guest re-arms: old = RMW(word, next epoch, gate
- * kept); if the old epoch had come due with the gate open and was not
- * posted, the re-arm posts it. The timer service fires: if the current
- * epoch is due, the gate open and not posted, CAS(word, w, w | EXPIRED) and
- * post. The guest's set_ctl closes the gate (the line falls: EXPIRED is
- * cleared in the same RMW) or opens it (the line rises if the epoch is due:
- * EXPIRED set and posted in the same RMW). A clock makes epochs due at
- * arbitrary moments.
+ * The timer word holds the deadline (0: disarmed), the gate (OFF: disabled
+ * or masked) and EXPIRED (posted in the current high period); every change
+ * is one atomic RMW of the whole word. As in lib/timer.c:
+ *   arm(d):     old = load; loop { at = clock; n = d | old.OFF, EXPIRED if
+ *               the line of n is high at `at`; CAS(old -> n) };
+ *               now = clock; if latched: post unless old was EXPIRED;
+ *               else: post old if it could fire at `at`; if n can fire at
+ *               `now`: fire(now).
+ *   fire(s):    (s read before) w = load; while w can fire at s:
+ *               CAS(w -> w | EXPIRED) and post.
+ *   set_ctl:    s = clock; w = load; loop { close: n = OFF, EXPIRED
+ *               cleared; open: n = gate open, | EXPIRED and post if n
+ *               can fire at s; CAS(w -> n) }.
+ * "Can fire at t": armed, gate open, not EXPIRED, deadline <= t.
  *
- * The output line is due[epoch] && gate open. Properties:
- *   - a post happens only while the line is high, and at most once per
- *     high period (from one rising edge to the next fall);
- *   - an epoch whose line was high when it was replaced is posted;
- *   - at the end, a high line has been posted in its current high period
- *     (a rise through unmask is not lost).
+ * The modelled line. The clock has no value at the instant of a CAS, only
+ * at reads. So each RMW takes effect at the clock its writer read, or at
+ * the latest time the word's history has already reached (ht) if that read
+ * is older: an RMW cannot land before an earlier one. Between RMWs the line
+ * (armed && gate open && deadline <= ht) rises as time passes; an RMW
+ * raises or drops it. Each rise opens a high period (numbered 1, 2, ...).
+ * (Judged at the real instant of the CAS, no code could be exact: a
+ * re-arm over a posted high line to a deadline between its clock read and
+ * the CAS would have to latch if the clock passed it before the CAS and
+ * post if after, and nothing observable tells the two apart.)
+ *
+ * Properties (assertions):
+ *   (b) no post without a rise: every post names the high period it
+ *       belongs to, one whose line the deciding RMW saw high; at most one
+ *       post per high period; hence posts <= rises (asserted too);
+ *   (a) no lost expiry: at the end, a high line has been posted in its
+ *       current high period (or can still fire: the service stops only
+ *       when nothing can, so this is "posted");
+ *   a high period that a re-arm ended (the old deadline had passed) was
+ *   posted; EXPIRED implies the line is high after every RMW.
  *
  * Broken variants (each must fail):
  *   -DREARM_LOAD_STORE  re-arm reads the word, then stores (no atomic RMW)
@@ -29,145 +50,283 @@
  *                       LEVEL interrupts on unmask, issue 14)
  *   -DCTL_SPLIT         the gate lives outside the word, so the fire's CAS
  *                       does not see it change (posts with the gate closed)
+ *   -DARM_OLD_LATE      the arm judges the replaced deadline on the clock it
+ *                       reads after its RMW (posts a deadline that came due
+ *                       only after it was replaced: a post without a rise)
+ *   -DARM_STALE_CLOCK   the arm reads the clock once, before loading the
+ *                       word, and keeps it across CAS retries (a fire that
+ *                       saw a later clock lands first; the arm takes a
+ *                       still-high line for a fall and posts it again)
+ * Reachability (must fail, proving the model reaches the case):
+ *   -DREACH_FALL_RISE   asserts that no re-arm over a posted (EXPIRED) line
+ *                       to a deadline ahead of its first clock read but
+ *                       passed by its second goes on to fire it: the legal
+ *                       double post (the line fell at the RMW and rose
+ *                       again inside the arm).
  */
 
-#define N 3     /* epochs armed in turn: 1..N */
-#define TOGGLES 4
+#define T 3        /* the clock runs 0..T */
+#define ARMS 3     /* re-arms, each to a deadline in 0..T (0 disarms) */
+#define TOGGLES 3  /* set_ctl writes, each closing or opening the gate */
 
-byte word_e = 1;      /* armed epoch */
-bit word_x = 0;       /* EXPIRED: posted in the current high period */
-bit word_off = 0;     /* gate closed (disabled or masked) */
-bit due[N + 1];       /* the epoch's deadline has passed */
-byte posted[N + 1];
-bit since_rise[N + 1]; /* ghost: posted since the line last fell */
-bit high_at_replace[N + 1];
-bit armer_done, clock_done, ctl_done;
+byte clk = 0;
+byte w_d = 2;      /* the word: deadline */
+bit w_x = 0;       /* EXPIRED */
+bit w_off = 0;     /* gate closed */
+bit guest_done, clock_done;
 
-/* Post epoch e; `high` is the line as the posting RMW saw it. */
-#define POST(e, high) \
-	assert(high); \
-	assert(since_rise[e] == 0); \
-	since_rise[e] = 1; \
-	posted[e]++
+/* ghosts */
+byte ht = 0;       /* the time the word's history has reached */
+byte period = 0;   /* rises so far: the number of the last high period */
+byte posts = 0;
+int posted = 0;    /* bit p: high period p has been posted */
+int arm_ended = 0; /* bit p: a re-arm ended high period p */
+
+#define LINE(d, off, t) ((d) != 0 && !(off) && (d) <= (t))
+#define CANFIRE(d, x, off, t) (!(x) && LINE(d, off, t))
+#define POSTED(p) ((posted >> (p)) & 1)
+
+/* Time passes to the RMW's clock s, if the history is not there yet. */
+inline ADVANCE(s)
+{
+	if
+	:: s > ht ->
+		if
+		:: !LINE(w_d, w_off, ht) && LINE(w_d, w_off, s) -> period++
+		:: else -> skip
+		fi;
+		ht = s
+	:: else -> skip
+	fi
+}
+
+/* The RMW's new word, at ht. */
+inline WRITE(nd, nx, noff)
+{
+	if
+	:: !LINE(w_d, w_off, ht) && LINE(nd, noff, ht) -> period++
+	:: else -> skip
+	fi;
+	w_d = nd;
+	w_x = nx;
+	w_off = noff;
+	assert(!w_x || LINE(w_d, w_off, ht));
+	assert(period < 31)     /* the ghost bit sets hold every period */
+}
+
+/* Post for high period p (0: the deciding RMW saw the line low). */
+inline POST(p)
+{
+	assert(p != 0);          /* (b) a post belongs to a rise */
+	assert(!POSTED(p));      /* (b) at most once per high period */
+	posted = posted | (1 << p);
+	posts++;
+	assert(posts <= period)  /* (b) posts <= rises */
+}
+
+/* fire_one(t, s): locals fd, fx, foff, fp of the caller. */
+inline FIRE(s)
+{
+	atomic { fd = w_d; fx = w_x; foff = w_off };
+	do
+	:: CANFIRE(fd, fx, foff, s) ->
+#ifdef FIRE_NO_CAS
+		atomic {
+			ADVANCE(s);
+			WRITE(fd, 1, foff);
+			fp = (LINE(w_d, w_off, ht) -> period : 0);
+			POST(fp)
+		};
+		break
+#else
+		atomic {
+			if
+#ifndef CTL_SPLIT
+			:: w_d == fd && w_x == fx && w_off == foff ->
+				ADVANCE(s);
+				WRITE(fd, 1, foff);
+#else
+			:: w_d == fd && w_x == fx -> /* the gate is not in the word */
+				ADVANCE(s);
+				WRITE(fd, 1, w_off);
+#endif
+				fp = (LINE(w_d, w_off, ht) -> period : 0);
+				POST(fp);
+				break
+			:: else -> fd = w_d; fx = w_x; foff = w_off
+			fi
+		}
+#endif
+	:: else -> break
+	od;
+	atomic { fd = 0; fx = 0; foff = 0; fp = 0 }
+}
 
 proctype clock()
 {
-	byte e;
-end:	do
-	:: atomic { e = word_e; due[e] = 1 }  /* time passes the current deadline */
-	:: armer_done && ctl_done -> break
+	do
+	:: clk < T -> clk++
+	:: break
 	od;
 	clock_done = 1
 }
 
-proctype armer()
+/* The guest: its CVAL and CTL writes, in any order, from one thread (the
+ * vCPU's, as its traps are). Two threads writing one timer are not
+ * modelled: a close and reopen of the gate landing between an arm's clock
+ * read and its CAS restores the word's exact bits (ABA), so the arm's CAS
+ * succeeds on a judgment older than the reopen and can post once more in
+ * that high period (doc/timers.md). */
+proctype guest()
 {
-	byte next = 2, old_e;
-	bit old_x, old_off;
+	byte a = 0, c = 0, d, at, now, o_d, p_old, p_new, s, cd, cp;
+	bit ox, ooff, still, cx, coff, open, post;
+	byte fd, fp;
+	bit fx, foff;
 	do
-	:: next <= N ->
+	:: a < ARMS ->
+		/* vsched_timer_arm(d), 0 disarms */
+		if
+		:: d = 0
+		:: d = 1
+		:: d = 2
+		:: d = 3
+		fi;
+#ifdef ARM_STALE_CLOCK
+		at = clk;
+#endif
+		atomic { o_d = w_d; ox = w_x; ooff = w_off };
+		do
+		:: 
+#ifndef ARM_STALE_CLOCK
+			at = clk;
+#endif
+			atomic {
+				if
 #ifndef REARM_LOAD_STORE
+				:: !(w_d == o_d && w_x == ox && w_off == ooff) ->
+					o_d = w_d; ox = w_x; ooff = w_off
+#endif
+				:: else ->
+					still = LINE(d, ooff, at);
+					ADVANCE(at);
+					p_old = (LINE(o_d, ooff, ht) -> period : 0);
+					if
+					:: p_old != 0 && !LINE(d, ooff, ht) ->
+						arm_ended = arm_ended | (1 << p_old)
+					:: else -> skip
+					fi;
+					WRITE(d, still, ooff);
+					p_new = (LINE(w_d, w_off, ht) -> period : 0);
+					break
+				fi
+			}
+		od;
+		now = clk;
 		atomic {
-			old_e = word_e; old_x = word_x; old_off = word_off;
-			word_e = next; word_x = 0;
-			high_at_replace[old_e] = due[old_e] && !old_off
-		}
+			if
+			:: still ->
+				if
+				:: !ox -> POST(p_new)
+				:: else -> skip
+				fi
+			:: else ->
+#ifdef ARM_OLD_LATE
+				if
+				:: CANFIRE(o_d, ox, ooff, now) -> POST(p_old)
 #else
-		atomic { old_e = word_e; old_x = word_x; old_off = word_off };
+				if
+				:: CANFIRE(o_d, ox, ooff, at) -> POST(p_old)
+#endif
+				:: else -> skip
+				fi
+			fi
+		};
+		if
+		:: !still && CANFIRE(d, 0, ooff, now) ->
+#ifdef REACH_FALL_RISE
+			assert(!(ox && d > at));
+#endif
+			FIRE(now)
+		:: else -> skip
+		fi;
 		atomic {
-			word_e = next; word_x = 0;
-			high_at_replace[old_e] = due[old_e] && !old_off
+			a++;
+			d = 0; at = 0; now = 0; o_d = 0; p_old = 0; p_new = 0;
+			ox = 0; ooff = 0; still = 0
 		}
-#endif
-		atomic {
+	:: c < TOGGLES ->
+		/* vsched_timer_set_ctl(): close or open the gate */
+		if
+		:: open = 0
+		:: open = 1
+		fi;
+		s = clk;
+		atomic { cd = w_d; cx = w_x; coff = w_off };
+		do
+		:: atomic {
 			if
-			:: !old_x && due[old_e] && !old_off -> POST(old_e, 1)
-			:: else -> skip
-			fi
-		};
-		next++
-	:: next > N -> break
-	od;
-	armer_done = 1
-}
-
-proctype ctl()
-{
-	byte n = 0;
-	do
-	:: n < TOGGLES && !word_off ->
-		/* disable or mask: the line falls */
-		atomic {
-			word_off = 1;
+			:: w_d == cd && w_x == cx && w_off == coff ->
+				ADVANCE(s);
+				if
+				:: !open ->
+					/* disable or mask: the line falls */
+					post = 0;
 #ifndef LEVEL_LATCH
-			word_x = 0;
+					WRITE(cd, 0, 1)
+#else
+					WRITE(cd, cx, 1)
 #endif
-			since_rise[word_e] = 0
-		};
-		n++
-	:: n < TOGGLES && word_off ->
-		/* enable and unmask: the line rises if the epoch is due */
-		atomic {
-			word_off = 0;
-			if
-			:: due[word_e] && !word_x -> word_x = 1; POST(word_e, 1)
-			:: else -> skip
+				:: open ->
+					/* enable and unmask: a rising edge, or a
+					 * due expiry nobody fired, posts once */
+					post = CANFIRE(cd, cx, 0, s);
+					WRITE(cd, cx || post, 0)
+				fi;
+				cp = (LINE(w_d, w_off, ht) -> period : 0);
+				break
+			:: else -> cd = w_d; cx = w_x; coff = w_off
 			fi
-		};
-		n++
+		   }
+		od;
+		if
+		:: post -> atomic { POST(cp) }
+		:: else -> skip
+		fi;
+		atomic {
+			c++;
+			s = 0; cd = 0; cp = 0; cx = 0; coff = 0; open = 0; post = 0
+		}
 	:: break
 	od;
-	ctl_done = 1
+	guest_done = 1
 }
 
 proctype service()
 {
-	byte e;
-	bit x, off;
-end:	do
-	:: atomic { e = word_e; x = word_x; off = word_off };
-		if
-		:: !x && !off && due[e] ->
-#ifdef FIRE_NO_CAS
-			atomic { word_x = 1; POST(e, !word_off && word_e == e) }
-#else
-			atomic {
-				if
-#ifndef CTL_SPLIT
-				:: word_e == e && word_x == 0 && word_off == 0 ->
-#else
-				:: word_e == e && word_x == 0 ->
-#endif
-					word_x = 1; POST(e, !word_off)
-				:: else -> skip
-				fi
-			}
-#endif
-		:: else -> skip
-		fi
-	:: clock_done && (word_x || !due[word_e] || word_off) -> break
+	byte s, fd, fp;
+	bit fx, foff;
+	do
+	:: s = clk; FIRE(s); s = 0
+	:: atomic {
+		guest_done && clock_done &&
+		!CANFIRE(w_d, w_x, w_off, clk) -> break
+	   }
 	od
 }
 
 init
 {
-	byte i;
-	atomic { run clock(); run armer(); run ctl(); run service() };
+	atomic { run clock(); run guest(); run service() };
 	(_nr_pr == 1);
-	/* an epoch whose line was high at its replacement was posted */
-	i = 1;
-	do
-	:: i < N ->
-		if
-		:: high_at_replace[i] -> assert(posted[i] >= 1)
-		:: else -> skip
-		fi;
-		i++
-	:: i >= N -> break
-	od;
-	/* a line still high has been posted in its current high period */
-	if
-	:: due[word_e] && !word_off -> assert(word_x && since_rise[word_e])
-	:: else -> skip
-	fi
+	atomic {
+		ADVANCE(clk);
+		/* (a) a line still high has been posted in its current high
+		 * period (or can still fire) */
+		assert(!LINE(w_d, w_off, ht) || POSTED(period) ||
+		       CANFIRE(w_d, w_x, w_off, ht));
+		/* a high period a re-arm ended was posted */
+		assert((arm_ended & ~posted) == 0);
+		assert(posts <= period)
+	}
 }

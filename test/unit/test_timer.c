@@ -43,7 +43,8 @@ struct rig {
 	struct vsched_timer *t;
 };
 
-static void rig_up(struct rig *r, unsigned semantics, unsigned cancel, bool nested)
+static void rig_up_clock(struct rig *r, unsigned semantics, unsigned cancel,
+			 bool nested, uint64_t (*now_ns)(void *ctx))
 {
 	struct vsched_timer_desc d = { .size = sizeof(d), .name = "t",
 				       .semantics = semantics, .kind = K_TIMER,
@@ -52,6 +53,8 @@ static void rig_up(struct rig *r, unsigned semantics, unsigned cancel, bool nest
 	r->ops = fake_ops(&r->h);
 	if (nested)
 		r->ops.timer_read = timer_read;
+	if (now_ns)
+		r->ops.now_ns = now_ns;
 	r->vm = make_vm(&r->ops, 0);
 	declare(r->vm, K_TIMER, "timer", 1, 0, on_timer, NULL, 0);
 	declare(r->vm, K_OTHER, "other", 2, 0, NULL, NULL, 0);
@@ -60,6 +63,11 @@ static void rig_up(struct rig *r, unsigned semantics, unsigned cancel, bool nest
 	assert_int_equal(vsched_timer_create(r->v, &d, &r->t), 0);
 	delivered = reads = 0;
 	read_cost = 0;
+}
+
+static void rig_up(struct rig *r, unsigned semantics, unsigned cancel, bool nested)
+{
+	rig_up_clock(r, semantics, cancel, nested, NULL);
 }
 
 static struct vsched_timer_stats tstats(struct vsched_timer *t)
@@ -374,6 +382,118 @@ static void test_level_enable_reposts(void **state)
 	vsched_vm_destroy(r.vm);
 }
 
+/* --- a re-arm while the clock moves (test/model/timer.pml) ---
+ * The clock is the test's: it changes only inside a read, so its value when
+ * the arm's RMW replaces the word is known exactly. */
+
+/* Time passes the old deadline (1000) right after the RMW replaced it
+ * (at 900) with 3000: the old deadline never came due while it was armed,
+ * so nothing may be posted for it. The arm used to judge it on the clock
+ * it read after its RMW (1100) and posted it: a post without a rise. */
+static void clock_after_rmw(struct fake_host *h)
+{
+	struct rig *r = h->test;
+	uint64_t d;
+	assert_int_equal(vsched_timer_get(r->t, &d, NULL), 0);
+	if (d == 3000)
+		h->now = 1100;
+}
+
+static void test_rearm_old_deadline_due_after_rmw(void **state)
+{
+	static const unsigned sem[] = { VSCHED_TIMER_ONESHOT, VSCHED_TIMER_LEVEL,
+					VSCHED_TIMER_DECREMENTER };
+	(void)state;
+	for (unsigned i = 0; i < 3; i++) {
+		struct rig r;
+		rig_up(&r, sem[i], VSCHED_CANCEL_KEEP, false);
+		assert_int_equal(vsched_timer_arm(r.t, 1000), 0);
+		r.h.now = 900;
+		r.h.test = &r;
+		r.h.on_clock = clock_after_rmw;
+		assert_int_equal(vsched_timer_arm(r.t, 3000), 0);
+		r.h.on_clock = NULL;
+		assert_int_equal(r.h.now, 1100);
+		assert_int_equal(tstats(r.t).fired, 0);
+		assert_int_equal(vsched_service(r.v), 0);
+		r.h.now = 3000;
+		assert_int_equal(vsched_vcpu_fire_timers(r.v), 1);
+		vsched_vm_destroy(r.vm);
+	}
+}
+
+/* LEVEL, CVAL 1000 due and unposted at 1500; the guest moves CVAL to 2000.
+ * The arm's clock read returns 1500, but before the arm goes on the service
+ * reads 2100 and fires 1000 (posted: the line rose at 1000). The arm's RMW
+ * comes after that fire, so the clock is past 2000 when it lands: the line
+ * never falls, and no second post is allowed. The arm used to judge the
+ * new CVAL on that stale 1500 (a fall), clear EXPIRED and post again. */
+static unsigned level_reads;
+static uint64_t preempted_now(void *ctx)
+{
+	struct fake_host *h = ctx;
+	struct rig *r = h->test;
+	uint64_t sampled = h->now;
+	if (r && level_reads++ == 0) {
+		h->test = NULL; /* the service's own read is plain */
+		h->now = 2100;
+		assert_int_equal(vsched_vcpu_fire_timers(r->v), 1);
+	}
+	return sampled;
+}
+
+static void test_level_rearm_stale_clock_no_second_post(void **state)
+{
+	struct rig r;
+	bool exp;
+	(void)state;
+	rig_up_clock(&r, VSCHED_TIMER_LEVEL, VSCHED_CANCEL_KEEP, false, preempted_now);
+	assert_int_equal(vsched_timer_arm(r.t, 1000), 0);
+	r.h.now = 1500; /* due, nobody fired it yet */
+	level_reads = 0;
+	r.h.test = &r;
+	assert_int_equal(vsched_timer_arm(r.t, 2000), 0);
+	assert_null(r.h.test); /* the service did run inside the arm */
+	assert_int_equal(tstats(r.t).fired, 1);
+	assert_int_equal(vsched_timer_get(r.t, NULL, &exp), 0);
+	assert_true(exp); /* still the one high period, posted */
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 0);
+	assert_int_equal(vsched_service(r.v), 1);
+	vsched_vm_destroy(r.vm);
+}
+
+/* The legal double post: CVAL 1000 posted; the guest moves it to 2000 at
+ * 1500 (the line falls), and the clock reaches 2100 right after the RMW,
+ * still inside the arm (the line rises again): a second post, by the arm. */
+static void clock_after_level_rmw(struct fake_host *h)
+{
+	struct rig *r = h->test;
+	uint64_t d;
+	assert_int_equal(vsched_timer_get(r->t, &d, NULL), 0);
+	if (d == 2000)
+		h->now = 2100;
+}
+
+static void test_level_rearm_fall_and_rise_inside_arm(void **state)
+{
+	struct rig r;
+	bool exp;
+	(void)state;
+	rig_up(&r, VSCHED_TIMER_LEVEL, VSCHED_CANCEL_KEEP, false);
+	assert_int_equal(vsched_timer_arm(r.t, 1000), 0);
+	r.h.now = 1500;
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 1);
+	r.h.test = &r;
+	r.h.on_clock = clock_after_level_rmw;
+	assert_int_equal(vsched_timer_arm(r.t, 2000), 0);
+	r.h.on_clock = NULL;
+	assert_int_equal(tstats(r.t).fired, 2);
+	assert_int_equal(vsched_timer_get(r.t, NULL, &exp), 0);
+	assert_true(exp);
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 0);
+	vsched_vm_destroy(r.vm);
+}
+
 /* --- the timer service on the real clock --- */
 
 static uint64_t mono(void)
@@ -671,6 +791,9 @@ int main(void)
 		cmocka_unit_test(test_level_semantics),
 		cmocka_unit_test(test_level_unmask_reposts),
 		cmocka_unit_test(test_level_enable_reposts),
+		cmocka_unit_test(test_rearm_old_deadline_due_after_rmw),
+		cmocka_unit_test(test_level_rearm_stale_clock_no_second_post),
+		cmocka_unit_test(test_level_rearm_fall_and_rise_inside_arm),
 		cmocka_unit_test(test_timer_service),
 		cmocka_unit_test(test_service_idle_level_no_spin),
 		cmocka_unit_test(test_service_injected_clock),
