@@ -156,7 +156,12 @@ VSCHED_API int vsched_timer_create(struct vsched_vcpu *vcpu,
  * posted, undelivered expiry stale. LEVEL: moving CVAL while the line stays
  * high posts nothing new (no edge).
  * @return 0, VSCHED_EINVAL (NULL, deadline > VSCHED_TIMER_DEADLINE_MAX) or
- * VSCHED_ESHUTDOWN. Context: any thread.
+ * VSCHED_ESHUTDOWN. Context: any thread, one writer of a timer at a time
+ * (arm, disarm, set_ctl: the guest's traps of one vCPU). Writers racing on
+ * one LEVEL timer may post one extra expiry in a high period (a gate closed
+ * and reopened between an arm's clock read and its CAS restores the word;
+ * doc/timers.md). Fires (the service, vsched_vcpu_fire_timers()) may run
+ * concurrently with the writer.
  * Pairs with the fire's CAS: exactly one of them posts an expiry.
  */
 VSCHED_API int vsched_timer_arm(struct vsched_timer *t, uint64_t deadline_ns);
@@ -170,7 +175,8 @@ VSCHED_API int vsched_timer_disarm(struct vsched_timer *t);
  * posts it (also after an earlier expiry was delivered or dropped as
  * stale, as long as the line fell in between); disabling or masking drops
  * the line, which makes a pending post stale.
- * @return 0, VSCHED_EINVAL (NULL, not LEVEL). Any thread.
+ * @return 0, VSCHED_EINVAL (NULL, not LEVEL). Any thread, one writer of a
+ * timer at a time (see vsched_timer_arm()).
  */
 VSCHED_API int vsched_timer_set_ctl(struct vsched_timer *t, bool enable,
 				    bool mask);
