@@ -576,8 +576,12 @@ first_look(const struct target_ops *op, const struct target *t,
 }
 
 /* Poll for the policy's window (unless vetoed), up to `eff`, the sleep's
- * deadline: the word says POLLING meanwhile. Returns the reason the poll
- * ended the halt, or 0 to go to sleep. */
+ * deadline: the word says POLLING meanwhile. Every VSCHED_FD_CHECK_NS of
+ * polling (the first after an eighth of it, so that a poll won at once
+ * makes no syscall) it looks again at the sleep's deadline (a guest timer
+ * armed since the window began: an arm wakes only a BLOCKED vCPU) and at
+ * the fds. Returns the reason the poll ended the halt, or 0 to go to
+ * sleep. */
 static inline __attribute__((always_inline)) int
 poll_window(const struct target_ops *op, const struct target *t,
 	    struct halt *hl, uint64_t eff)
@@ -585,7 +589,8 @@ poll_window(const struct target_ops *op, const struct target *t,
 	struct vsched__sleeper *s = t->s;
 	const struct vsched_host_ops *ops = &s->vm->ops;
 	const bool fds = s->nfds != 0;
-	uint64_t end, now = hl->t0, next_fd = hl->t0, checked = UINT64_MAX;
+	uint64_t end, now = hl->t0, next_look = hl->t0 + VSCHED_FD_CHECK_NS / 8;
+	uint64_t checked = UINT64_MAX;
 	int reason = 0;
 
 	hl->window = vsched__poll_window(&s->params, &s->poll);
@@ -614,14 +619,24 @@ poll_window(const struct target_ops *op, const struct target *t,
 			break;
 		vsched__relax();
 		now = ops->now_ns(ops->ctx);
-		/* The fds, at a bounded rate: one non-blocking epoll_pwait
-		 * per VSCHED_FD_CHECK_NS of polling. */
-		if (fds && now >= next_fd) {
-			next_fd = now + VSCHED_FD_CHECK_NS;
-			checked = now;
-			if (fd_check(s, hl->res)) {
-				reason = VSCHED_WAKE_FD;
-				break;
+		if (now >= next_look) {
+			/* A timer armed meanwhile ends the window at its
+			 * deadline (timer_due below posts it). */
+			uint64_t e = op->deadline(t, hl->deadline);
+			next_look = now + VSCHED_FD_CHECK_NS;
+			if (e < eff) {
+				eff = e;
+				if (end > e)
+					end = e;
+			}
+			/* The fds, at a bounded rate: one non-blocking
+			 * epoll_pwait per VSCHED_FD_CHECK_NS of polling. */
+			if (fds) {
+				checked = now;
+				if (fd_check(s, hl->res)) {
+					reason = VSCHED_WAKE_FD;
+					break;
+				}
 			}
 		}
 		if (now >= end)

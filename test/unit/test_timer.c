@@ -727,6 +727,50 @@ static void test_timer_read_huge_deadline(void **state)
 	vsched_vm_destroy(r.vm);
 }
 
+/* Review (issue 18): an arm wakes only a BLOCKED vCPU, so a timer armed
+ * while its vCPU polls must be found by the poll loop, which looks at the
+ * timers again every VSCHED_FD_CHECK_NS: before, the window ran to its end
+ * (1 ms here) with the expiry due after 10 us. Fake clock: 10 ns a read. */
+static struct vsched_timer *poll_timer;
+static bool arm_in_poll;
+static int wait_timeout(struct fake_host *h, uint32_t *w, uint32_t e, uint64_t dl)
+{
+	(void)w, (void)e;
+	h->now = dl;
+	return -110;
+}
+static void arm_while_polling(struct fake_host *h)
+{
+	h->now += 10;
+	if (arm_in_poll && vsched_vcpu_mode(h->vcpu) == VSCHED_MODE_POLLING) {
+		arm_in_poll = false; /* the arm reads this clock too */
+		assert_int_equal(vsched_timer_arm(poll_timer, h->now + 10000), 0);
+	}
+}
+
+static void test_timer_armed_while_polling(void **state)
+{
+	struct vsched_poll_params pp;
+	struct rig r;
+	(void)state;
+	rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_CANCEL, false);
+	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_FIXED, 1000000, &pp), 0);
+	assert_int_equal(vsched_vcpu_set_poll(r.v, &pp), 0);
+	r.h.on_clock = arm_while_polling;
+	r.h.on_wait = wait_timeout;
+	poll_timer = r.t;
+	arm_in_poll = true;
+	uint64_t t0 = r.h.now;
+	assert_int_equal(vsched_vcpu_block(r.v, t0 + 100000000), VSCHED_WAKE_REQUEST);
+	assert_false(arm_in_poll);
+	/* Ended by the poll loop, within one look of the deadline, not asleep. */
+	assert_true(r.h.now < t0 + 10000 + VSCHED_FD_CHECK_NS + 1000);
+	assert_int_equal(r.h.waits, 0);
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 1);
+	vsched_vm_destroy(r.vm);
+}
+
 static void test_timer_bad_input(void **state)
 {
 	struct rig r;
@@ -799,6 +843,7 @@ int main(void)
 		cmocka_unit_test(test_service_injected_clock),
 		cmocka_unit_test(test_service_dies_with_vm),
 		cmocka_unit_test(test_timer_read_huge_deadline),
+		cmocka_unit_test(test_timer_armed_while_polling),
 		cmocka_unit_test(test_timer_bad_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
