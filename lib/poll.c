@@ -166,7 +166,11 @@ static uint64_t adaptive_choose(const struct vsched_poll_params *p,
 	uint64_t total = 0, below_cost = 0, above, jmax, low = UINT64_MAX;
 	unsigned n = 0, best = 0, pick = 0;
 	/* Clamped so that the sums below cannot overflow (2^31 x 2^32). */
-	const uint64_t b = (uint64_t)p->latency_weight * p->wake_cost_ns;
+	/* Saturating: a product that wraps would make sleeping look free. */
+	const uint64_t b =
+		p->wake_cost_ns && p->latency_weight > UINT64_MAX / p->wake_cost_ns
+			? UINT64_MAX
+			: (uint64_t)p->latency_weight * p->wake_cost_ns;
 	const uint64_t lc = b < (UINT64_C(1) << 31) ? b : (UINT64_C(1) << 31);
 
 	for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++)

@@ -180,6 +180,25 @@ static void test_adaptive_flat_objective(void **state)
 	assert_true(wsum / 20000 >= 4096 && wsum / 20000 <= 10000);
 }
 
+/* Review (issue 18): latency_weight x wake_cost_ns wrapped before it was
+ * clamped, so a huge (accepted) sleep cost read as a free sleep and the
+ * policy stopped polling: weight 2^31 x 2^33 ns is 0 mod 2^64. */
+static void test_adaptive_huge_sleep_cost(void **state)
+{
+	struct vsched_poll_params p;
+	struct vsched_poll_state s;
+	(void)state;
+	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 200000, &p), 0);
+	p.latency_weight = 1u << 31;
+	p.wake_cost_ns = UINT64_C(1) << 33;
+	assert_int_equal(vsched_poll_init(&p, &s), 0);
+	for (int i = 0; i < 200; i++)
+		assert_int_equal(vsched_poll_update(&p, &s, vsched_poll_window(&p, &s),
+						    5000, true), 0);
+	/* Every halt is 5 us and a sleep costs more than anything: poll. */
+	assert_true(vsched_poll_window(&p, &s) >= 5000);
+}
+
 static void test_poll_bad_input(void **state)
 {
 	struct vsched_poll_params p;
@@ -224,6 +243,7 @@ int main(void)
 		cmocka_unit_test(test_none_fixed),
 		cmocka_unit_test(test_adaptive_follows_distribution),
 		cmocka_unit_test(test_adaptive_flat_objective),
+		cmocka_unit_test(test_adaptive_huge_sleep_cost),
 		cmocka_unit_test(test_poll_bad_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
