@@ -589,7 +589,7 @@ poll_window(const struct target_ops *op, const struct target *t,
 	struct vsched__sleeper *s = t->s;
 	const struct vsched_host_ops *ops = &s->vm->ops;
 	const bool fds = s->nfds != 0;
-	uint64_t end, now = hl->t0, next_look = hl->t0 + VSCHED_FD_CHECK_NS / 8;
+	uint64_t end, wend, now = hl->t0, next_look = hl->t0 + VSCHED_FD_CHECK_NS / 8;
 	uint64_t checked = UINT64_MAX;
 	int reason = 0;
 
@@ -603,9 +603,10 @@ poll_window(const struct target_ops *op, const struct target *t,
 		hl->window = 0;
 		return 0;
 	}
-	end = hl->t0 + hl->window;
-	if (end < hl->t0 || end > eff)
-		end = eff;
+	wend = hl->t0 + hl->window; /* the window's own end */
+	if (wend < hl->t0)
+		wend = UINT64_MAX;
+	end = wend < eff ? wend : eff;
 	hl->attempted = true;
 	vsched__mode_set_relaxed(s, hl->m, VSCHED_MODE_POLLING);
 	/* The clock is read on every iteration, right before the check, so
@@ -639,6 +640,20 @@ poll_window(const struct target_ops *op, const struct target *t,
 				}
 			}
 		}
+		if (now < end)
+			continue;
+		/* The window's end, or the caller's deadline: stop. */
+		if (end != eff || eff >= hl->deadline)
+			break;
+		/* A guest timer's deadline: post it and win... */
+		reason = op->timer_due(t);
+		if (reason)
+			break;
+		/* ...unless it moved or was disarmed meanwhile: poll on to
+		 * the window's end or the next deadline (one still due now,
+		 * not posted, is left to the sleep's path). */
+		eff = op->deadline(t, hl->deadline);
+		end = wend < eff ? wend : eff;
 		if (now >= end)
 			break;
 	}
@@ -646,8 +661,6 @@ poll_window(const struct target_ops *op, const struct target *t,
 	hl->poll_end = now;
 	if (reason)
 		return reason; /* won: poll_end is the halt's end (account()) */
-	if (end == eff && eff < hl->deadline && (reason = op->timer_due(t)))
-		return reason; /* a guest timer expired while polling */
 	if (end == hl->deadline)
 		/* The deadline, inside the window: the fds first (unless the
 		 * last check was at this very time). */

@@ -750,6 +750,19 @@ static void arm_while_polling(struct fake_host *h)
 	}
 }
 
+/* And one armed, seen by the poll loop, then disarmed before it is due:
+ * the window goes on to the caller's deadline (it used to end at the
+ * disarmed deadline and sleep the rest). */
+static uint64_t disarm_at;
+static void arm_then_disarm(struct fake_host *h)
+{
+	arm_while_polling(h);
+	if (disarm_at && h->now >= disarm_at) {
+		disarm_at = 0;
+		assert_int_equal(vsched_timer_disarm(poll_timer), 0);
+	}
+}
+
 static void test_timer_armed_while_polling(void **state)
 {
 	struct vsched_poll_params pp;
@@ -770,6 +783,19 @@ static void test_timer_armed_while_polling(void **state)
 	assert_int_equal(r.h.waits, 0);
 	assert_int_equal(vsched_service(r.v), 1);
 	assert_int_equal(delivered, 1);
+
+	struct vsched_block_result res = { .size = sizeof(res) };
+	r.h.on_clock = arm_then_disarm;
+	arm_in_poll = true;
+	t0 = r.h.now;
+	disarm_at = t0 + VSCHED_FD_CHECK_NS + 1000; /* after the loop's look */
+	assert_int_equal(vsched_vcpu_block_ex(r.v, t0 + 200000, &res),
+			 VSCHED_WAKE_DEADLINE);
+	assert_int_equal(disarm_at, 0);
+	assert_int_equal(r.h.waits, 0);
+	assert_true(res.poll_won);
+	assert_true(r.h.now >= t0 + 200000);
+	assert_int_equal(vsched_service(r.v), 0);
 	vsched_vm_destroy(r.vm);
 }
 
