@@ -5,22 +5,26 @@
  * Posters post random kinds (flag, payload, NO_WAKEUP, WAIT) to random vCPUs
  * with random 0-10 us gaps. vCPUs loop service -> enter -> "guest" spin that
  * ends early when kicked -> exit, and sometimes block with a short deadline.
- * A watchdog fails the run if any request waits more than 1 s. At the end:
+ * A watchdog fails the run if a vCPU thread sleeps in the kernel for 1 s
+ * with a request, event or fd pending and no waker inside its call (a lost
+ * wakeup); wall-clock waits are only bounded (30 s), since a host that does
+ * not schedule a runnable thread makes it slow, not lost. At the end:
  * the posts each poster counted equal serviced + coalesced per kind, every
  * payload was delivered once, and the race window (a kick landing while the
  * vCPU is inside vsched_vcpu_enter(), after its mode write) was hit.
  * The posters alternate between a dense phase (200 ms) and a sparse one
  * (1.2 s, longer than the watchdog's limit) in which a single post at a
  * time is waited for, while vCPUs often block with no deadline: there, a
- * lost wakeup hangs the request and the watchdog fails the run. A further thread swaps the VM's poll policy every 2 ms (none,
+ * lost wakeup leaves the vCPU asleep with the request pending and the
+ * watchdog fails the run. A further thread swaps the VM's poll policy every 2 ms (none,
  * fixed, kvm, adaptive) while the vCPUs poll and block.
  *
  * The last vCPU has an eventfd registered as a wake source, so it sleeps in
  * epoll_pwait and posts wake it through its kick eventfd. Three more
  * threads wake sleepers with no request: an event source raises has_event
  * on one vCPU at a time and calls vsched_vcpu_kick(), waiting until the
- * vCPU has taken the event (the watchdog fails the run if it waits more
- * than 1 s: a lost kick); a timer thread re-arms each vCPU's guest timer
+ * vCPU has taken the event (the watchdog fails the run if the vCPU sleeps
+ * 1 s with it untaken: a lost kick); a timer thread re-arms each vCPU's guest timer
  * into the future while the vCPU is BLOCKED (a wake with no reason, after
  * which it must sleep again and still be woken by the next post); an I/O
  * thread writes the registered eventfd in dense phases and waits until the
@@ -36,6 +40,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,8 +51,14 @@
 #define NVCPUS 3
 #define EPOLL_VCPU (NVCPUS - 1)
 #define NKINDS 6
-#define IO_MAX_WAIT_NS 5000000000ull
-#define MAX_WAIT_NS 1000000000ull
+/* A request, event or fd is lost when its vCPU sleeps in the kernel for
+ * MAX_SLEEP_NS with it pending and no waker inside its call. Wall time is
+ * only a hang bound (MAX_WAIT_NS): a vCPU or poster the host does not
+ * schedule is slow, not lost (a load of 7.7 on 2 cores once starved a
+ * runnable vCPU thread for over 1 s). */
+#define WINDOW_KICKS 50000
+#define MAX_SLEEP_NS 1000000000ull
+#define MAX_WAIT_NS 30000000000ull
 #define PAYLOADS_PER_POSTER 4096
 
 enum { K_TIMER = 0, K_IRQ = 1, K_FLUSH = 2, K_NOWAKE = 3, K_SYNC = 4,
@@ -70,6 +82,9 @@ struct vcpu_ctx {
 	_Atomic uint64_t event_since;   /* raised at, 0 once taken */
 	struct vsched_timer *timer;
 	uint64_t fd_wakes;
+	atomic_int tid;
+	atomic_int waking; /* posters, kicker, I/O inside their call */
+	uint64_t asleep_ns; /* watchdog: asleep with work pending */
 };
 
 static struct vcpu_ctx vcpus[NVCPUS];
@@ -149,6 +164,7 @@ static void *vcpu_thread(void *arg)
 	struct vcpu_ctx *c = arg;
 	uint64_t seed = 0x9e3779b97f4a7c15ull * (c->id + 1);
 
+	atomic_store(&c->tid, (int)syscall(SYS_gettid));
 	while (!atomic_load(&stop_vcpus)) {
 		/* Take an event that has_event reported (as an interrupt
 		 * controller would inject it at entry). */
@@ -216,9 +232,11 @@ static void *poster_thread(void *arg)
 			struct vcpu_ctx *c = &vcpus[vi];
 			uint64_t zero = 0;
 			pthread_mutex_lock(&sparse_lock);
+			atomic_fetch_add(&c->waking, 1);
 			atomic_compare_exchange_strong(&c->oldest[k], &zero, now_ns());
 			if (vsched_post(c->v, k) != 0)
 				abort();
+			atomic_fetch_sub(&c->waking, 1);
 			atomic_fetch_add(&posts[vi][k], 1);
 			atomic_fetch_add(&lone_posts, 1);
 			while (atomic_load(&c->oldest[k]) && !atomic_load(&failed))
@@ -239,17 +257,21 @@ static void *poster_thread(void *arg)
 			if (atomic_load(&q->in_flight))
 				continue; /* slot still queued: try later */
 			next_irq = (next_irq + 1) % PAYLOADS_PER_POSTER;
+			atomic_fetch_add(&c->waking, 1);
 			q->posted_ns = now_ns();
 			atomic_store(&q->in_flight, 1);
 			if (vsched_post_payload(c->v, K_IRQ, &q->node) != 0)
 				abort();
+			atomic_fetch_sub(&c->waking, 1);
 			atomic_fetch_add(&payloads_posted[vi], 1);
 		} else {
 			uint64_t zero = 0;
+			atomic_fetch_add(&c->waking, 1);
 			atomic_compare_exchange_strong(&c->oldest[kind], &zero,
 						       now_ns());
 			if (vsched_post(c->v, kind) != 0)
 				abort();
+			atomic_fetch_sub(&c->waking, 1);
 		}
 		atomic_fetch_add(&posts[vi][kind], 1);
 	}
@@ -282,10 +304,12 @@ static void *event_thread(void *arg)
 	while (!atomic_load(&stop_posting) && !atomic_load(&failed)) {
 		struct vcpu_ctx *c = &vcpus[rnd(&seed) % NVCPUS];
 		pause_us((unsigned)(rnd(&seed) % 200));
+		atomic_fetch_add(&c->waking, 1);
 		atomic_store(&c->event_since, now_ns());
 		atomic_store(&c->event, 1);
 		if (vsched_vcpu_kick(c->v) != 0)
 			abort();
+		atomic_fetch_sub(&c->waking, 1);
 		atomic_fetch_add(&events_raised, 1);
 		while (atomic_load(&c->event_since) && !atomic_load(&failed) &&
 		       !atomic_load(&stop_posting))
@@ -323,9 +347,11 @@ static void *io_thread(void *arg)
 		pause_us(500);
 		if (atomic_load(&sparse))
 			continue;
+		atomic_fetch_add(&vcpus[EPOLL_VCPU].waking, 1);
 		atomic_store(&io_since, now_ns());
 		if (write(io_fd, &one, sizeof(one)) != sizeof(one))
 			abort();
+		atomic_fetch_sub(&vcpus[EPOLL_VCPU].waking, 1);
 		atomic_fetch_add(&io_writes, 1);
 		while (atomic_load(&io_since) && !atomic_load(&failed) &&
 		       !atomic_load(&stop_posting))
@@ -355,11 +381,64 @@ static void *policy_swapper(void *arg)
 	return NULL;
 }
 
+/* The vCPU's thread sleeps in the kernel ('S' in its stat), not runnable. */
+static bool sleeping(const struct vcpu_ctx *c)
+{
+	char path[64], buf[256];
+	int tid = atomic_load(&c->tid), fd, n;
+	if (!tid)
+		return false;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return false;
+	n = (int)read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	char *e = strrchr(buf, ')');
+	return e && (e[2] == 'S' || e[2] == 'D');
+}
+
+/* Work that must wake vCPU i: a waking kind pending (the library's own
+ * view: posted, not yet serviced), an event raised, its fd written. */
+static bool must_wake(unsigned i)
+{
+	struct vsched_vcpu_stats s = { .size = sizeof(s) };
+	vsched_vcpu_read_stats(vcpus[i].v, &s);
+	for (unsigned k = 0; k < NKINDS; k++)
+		if (k != K_NOWAKE && s.kind[k].posted > s.kind[k].serviced + s.kind[k].coalesced)
+			return true;
+	return atomic_load(&vcpus[i].event) ||
+	       (i == EPOLL_VCPU && atomic_load(&io_since));
+}
+
 static void *watchdog(void *arg)
 {
+	uint64_t last = now_ns();
 	(void)arg;
 	while (!atomic_load(&stop_vcpus)) {
-		uint64_t t = now_ns();
+		uint64_t t = now_ns(), dt = t - last;
+		last = t;
+		for (unsigned v = 0; v < NVCPUS; v++) {
+			struct vcpu_ctx *c = &vcpus[v];
+			/* Read the waker count first: a waker that entered
+			 * after it may have made the work pending. */
+			if (atomic_load(&c->waking))
+				continue; /* a waker owes it a wakeup: hold */
+			if (!must_wake(v) || !sleeping(c)) {
+				c->asleep_ns = 0;
+				continue;
+			}
+			/* dt: at most the sampling period (a starved
+			 * watchdog does not count its own delay) */
+			c->asleep_ns += dt < 20000000 ? dt : 20000000;
+			if (c->asleep_ns > MAX_SLEEP_NS) {
+				fprintf(stderr, "FAIL: vCPU %u asleep %llu ns with a "
+					"request, event or fd pending\n", v,
+					(unsigned long long)c->asleep_ns);
+				atomic_store(&failed, 1);
+			}
+		}
 		for (unsigned v = 0; v < NVCPUS; v++) {
 			uint64_t s = atomic_load(&vcpus[v].event_since);
 			if (s && t > s && t - s > MAX_WAIT_NS) {
@@ -369,7 +448,7 @@ static void *watchdog(void *arg)
 			}
 		}
 		uint64_t io = atomic_load(&io_since);
-		if (io && t > io && t - io > IO_MAX_WAIT_NS) {
+		if (io && t > io && t - io > MAX_WAIT_NS) {
 			fprintf(stderr, "FAIL: vCPU %u fd unreported for %llu ns\n",
 				EPOLL_VCPU, (unsigned long long)(t - io));
 			atomic_store(&failed, 1);
@@ -553,9 +632,14 @@ int main(int argc, char **argv)
 				"wakeup, fd wake)\n");
 		bad = 1;
 	}
-	if (atomic_load(&window_hits) == 0) {
+	/* About 1 kick in 1,000-5,000 lands in the window: a run starved to
+	 * fewer kicks than WINDOW_KICKS may miss it by chance. */
+	if (atomic_load(&window_hits) == 0 && kicks >= WINDOW_KICKS) {
 		fprintf(stderr, "FAIL: the race window was never hit\n");
 		bad = 1;
+	} else if (atomic_load(&window_hits) == 0) {
+		printf("race window not required: only %llu kicks (starved run)\n",
+		       (unsigned long long)kicks);
 	}
 	if (wakeups == 0 || kicks == 0 || polls_won == 0 || polls_won == polls ||
 	    atomic_load(&policy_swaps) < 10) {
