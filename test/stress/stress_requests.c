@@ -91,7 +91,7 @@ static struct vcpu_ctx vcpus[NVCPUS];
 static _Atomic uint64_t posts[NVCPUS][NKINDS];
 static _Atomic uint64_t payloads_posted[NVCPUS];
 static _Atomic uint64_t window_hits, max_wait_ns;
-static atomic_int stop_posting, stop_vcpus, failed;
+static atomic_int stop_posting, stop_vcpus, failed, drained;
 /* Sparse phases: one post at a time, each waited for before the next, so a
  * lost wakeup is not healed by later traffic and the watchdog sees it. */
 static atomic_int sparse;
@@ -210,9 +210,13 @@ static void *vcpu_thread(void *arg)
 			}
 		}
 	}
-	/* Posters are done: one last pass gets everything. */
-	vsched_service(c->v);
+	/* Posters are done. main posts until it sees phase 3 (to wake a
+	 * vCPU blocked with no deadline): the last pass, once it has stopped,
+	 * gets everything, its posts too. */
 	atomic_store(&c->phase, 3);
+	while (!atomic_load(&drained))
+		sched_yield();
+	vsched_service(c->v);
 	return NULL;
 }
 
@@ -557,6 +561,7 @@ int main(int argc, char **argv)
 			nanosleep(&ts, NULL);
 		}
 	}
+	atomic_store(&drained, 1);
 	for (unsigned i = 0; i < NVCPUS; i++)
 		pthread_join(vt[i], NULL);
 	pthread_join(wd, NULL);
