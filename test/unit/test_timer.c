@@ -386,18 +386,22 @@ static void test_level_enable_reposts(void **state)
  * The clock is the test's: it changes only inside a read, so its value when
  * the arm's RMW replaces the word is known exactly. */
 
-/* Time passes the old deadline (1000) right after the RMW replaced it
- * (at 900) with 3000: the old deadline never came due while it was armed,
- * so nothing may be posted for it. The arm used to judge it on the clock
- * it read after its RMW (1100) and posted it: a post without a rise. */
+/* The clock jumps to after_rmw_now at the first read that sees the timer
+ * armed at after_rmw_deadline: right after the arm's RMW. */
+static uint64_t after_rmw_deadline, after_rmw_now;
 static void clock_after_rmw(struct fake_host *h)
 {
 	struct rig *r = h->test;
 	uint64_t d;
 	assert_int_equal(vsched_timer_get(r->t, &d, NULL), 0);
-	if (d == 3000)
-		h->now = 1100;
+	if (d == after_rmw_deadline)
+		h->now = after_rmw_now;
 }
+
+/* Time passes the old deadline (1000) right after the RMW replaced it
+ * (at 900) with 3000: the old deadline never came due while it was armed,
+ * so nothing may be posted for it. The arm used to judge it on the clock
+ * it read after its RMW (1100) and posted it: a post without a rise. */
 
 static void test_rearm_old_deadline_due_after_rmw(void **state)
 {
@@ -410,6 +414,8 @@ static void test_rearm_old_deadline_due_after_rmw(void **state)
 		assert_int_equal(vsched_timer_arm(r.t, 1000), 0);
 		r.h.now = 900;
 		r.h.test = &r;
+		after_rmw_deadline = 3000;
+		after_rmw_now = 1100;
 		r.h.on_clock = clock_after_rmw;
 		assert_int_equal(vsched_timer_arm(r.t, 3000), 0);
 		r.h.on_clock = NULL;
@@ -467,15 +473,6 @@ static void test_level_rearm_stale_clock_no_second_post(void **state)
 /* The legal double post: CVAL 1000 posted; the guest moves it to 2000 at
  * 1500 (the line falls), and the clock reaches 2100 right after the RMW,
  * still inside the arm (the line rises again): a second post, by the arm. */
-static void clock_after_level_rmw(struct fake_host *h)
-{
-	struct rig *r = h->test;
-	uint64_t d;
-	assert_int_equal(vsched_timer_get(r->t, &d, NULL), 0);
-	if (d == 2000)
-		h->now = 2100;
-}
-
 static void test_level_rearm_fall_and_rise_inside_arm(void **state)
 {
 	struct rig r;
@@ -486,7 +483,9 @@ static void test_level_rearm_fall_and_rise_inside_arm(void **state)
 	r.h.now = 1500;
 	assert_int_equal(vsched_vcpu_fire_timers(r.v), 1);
 	r.h.test = &r;
-	r.h.on_clock = clock_after_level_rmw;
+	after_rmw_deadline = 2000;
+	after_rmw_now = 2100;
+	r.h.on_clock = clock_after_rmw;
 	assert_int_equal(vsched_timer_arm(r.t, 2000), 0);
 	r.h.on_clock = NULL;
 	assert_int_equal(tstats(r.t).fired, 2);
@@ -735,12 +734,6 @@ static void test_timer_read_huge_deadline(void **state)
  * (1 ms here) with the expiry due after 10 us. Fake clock: 10 ns a read. */
 static struct vsched_timer *poll_timer;
 static bool arm_in_poll;
-static int wait_timeout(struct fake_host *h, uint32_t *w, uint32_t e, uint64_t dl)
-{
-	(void)w, (void)e;
-	h->now = dl;
-	return -110;
-}
 static void arm_while_polling(struct fake_host *h)
 {
 	h->now += 10;
@@ -771,8 +764,7 @@ static void test_timer_armed_while_polling(void **state)
 	rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_CANCEL, false);
 	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_FIXED, 1000000, &pp), 0);
 	assert_int_equal(vsched_vcpu_set_poll(r.v, &pp), 0);
-	r.h.on_clock = arm_while_polling;
-	r.h.on_wait = wait_timeout;
+	r.h.on_clock = arm_while_polling; /* a sleep: to its deadline (fake_wait) */
 	poll_timer = r.t;
 	arm_in_poll = true;
 	uint64_t t0 = r.h.now;
