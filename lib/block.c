@@ -14,6 +14,7 @@
 
 #include "abi.h"
 #include "mode.h"
+#include "contract.h"
 
 #define SLOT_EVFD VSCHED__OS_EVFD
 #define SLOT_TFD VSCHED__OS_TFD
@@ -21,11 +22,18 @@
 #define FIRST_SLOTS 8 /* the fd tables grow from this, doubling */
 
 /* Timed sleeps ask the kernel to wake them early by the sleeper's learnt
- * wakeup latency (plus, on the futex, the thread's timer slack) and spin
- * on their word for the rest: the margin starts at MARGIN_START, follows
- * the measured lateness of those early wakeups (EWMA, 1/8) plus
- * MARGIN_PAD, and is capped at MARGIN_MAX so that the spin stays bounded. */
-#define MARGIN_START 10000
+ * lateness and spin on their word for the rest. The lateness is measured,
+ * not derived: what the kernel's timer took beyond the time asked for,
+ * which on the futex includes the thread's timer slack (so no prctl is
+ * needed to read it) and on the timerfd only the wakeup latency. The
+ * margin starts at MARGIN_START (Linux's default 50 us slack plus a
+ * wakeup), follows the measured lateness of those early wakeups (EWMA,
+ * 1/8) plus MARGIN_PAD, and is capped at MARGIN_MAX: a thread with a
+ * larger slack sleeps late rather than spin for it. Only a timeout the
+ * sleep asked for is learnt and finished on the CPU; a spurious return,
+ * a signal or an error never is. */
+#define MARGIN_START 60000
+#define MARGIN_START_FD 10000 /* the timerfd: a wakeup, no slack */
 #define MARGIN_PAD 2000
 #define MARGIN_MAX 100000
 
@@ -37,13 +45,13 @@ static uint64_t early_for(uint64_t kd, uint64_t by)
 }
 
 /* An early wakeup came `late` ns after the time it asked for: learn. */
-static void learn_margin(struct vsched__sleeper *s, uint64_t late)
+static void learn_margin(uint64_t *margin, uint64_t late)
 {
-	int64_t m = (int64_t)s->wake_margin_ns;
+	int64_t m = (int64_t)*margin;
 	int64_t target = (int64_t)(late < MARGIN_MAX ? late : MARGIN_MAX) + MARGIN_PAD;
 
 	m += (target - m) / 8;
-	s->wake_margin_ns = (uint64_t)(m < MARGIN_MAX ? m : MARGIN_MAX);
+	*margin = (uint64_t)(m < MARGIN_MAX ? m : MARGIN_MAX);
 }
 
 /* The rest of an early timed wakeup: spin on the word until the kernel
@@ -318,25 +326,23 @@ static int sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
 	/* The default futex wait sleeps on CLOCK_MONOTONIC; a custom wait
 	 * gets the deadline in the VM's clock, as vm.h documents. */
 	const bool kernel = ops->wait == vsched__futex_wait;
-	uint64_t slack = 0;
 
 	for (;;) {
 		uint64_t kd = kernel ? vsched__kernel_deadline(ops, deadline) : deadline;
-		uint64_t early = kd;
 		/* The kernel's futex timeout is an hrtimer with the thread's
 		 * timer slack: it may fire that late. Ask for the deadline
-		 * minus the slack and the learnt wakeup latency, then spin on
-		 * the word until the deadline: the sleep ends on time without
-		 * changing the thread's slack. */
-		if (kernel && kd != VSCHED_DEADLINE_NONE) {
-			slack = vsched__thread_slack(); /* read once per thread */
-			early = early_for(kd, slack + s->wake_margin_ns);
-		}
+		 * minus the learnt lateness, then spin on the word until the
+		 * deadline: the sleep ends on time without changing the
+		 * thread's slack. */
+		uint64_t early = kernel ? early_for(kd, s->wake_margin_ns) : kd;
 		int rc = ops->wait((uint32_t *)s->word, blocked, early, ops->ctx);
-		if (rc != -EINTR && early != kd &&
+		/* Only the early timeout asked for: a spurious return 0 (a
+		 * late FUTEX_WAKE of an earlier sleep), a signal or an error
+		 * goes on below, never to a spin until the deadline. */
+		if (rc == -ETIMEDOUT && early != kd &&
 		    atomic_load_explicit(s->word, memory_order_relaxed) == blocked) {
-			uint64_t woke = vsched__clock_now(NULL), hard = early + slack;
-			learn_margin(s, woke > hard ? woke - hard : 0);
+			uint64_t woke = vsched__clock_now(NULL);
+			learn_margin(&s->wake_margin_ns, woke > early ? woke - early : 0);
 			finish_on_time(s, blocked, kd);
 		}
 		if (!vsched__mode_still(s, blocked)) {
@@ -375,7 +381,7 @@ static int sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 	/* The timerfd has no slack, but the wakeup has a latency: arm it
 	 * early by the learnt margin and spin for the rest (as sleep_futex). */
 	uint64_t kd = vsched__kernel_deadline(ops, deadline);
-	uint64_t early = early_for(kd, s->wake_margin_ns);
+	uint64_t early = early_for(kd, s->fd_margin_ns);
 
 	vsched__os_timer_at(&s->os, early);
 	for (;;) {
@@ -412,7 +418,7 @@ static int sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 		if (timer && early != kd && !res->nready_total &&
 		    atomic_load_explicit(s->word, memory_order_relaxed) == blocked) {
 			uint64_t woke = vsched__clock_now(NULL);
-			learn_margin(s, woke > early ? woke - early : 0);
+			learn_margin(&s->fd_margin_ns, woke > early ? woke - early : 0);
 			finish_on_time(s, blocked, kd);
 			/* The fds once more, as the sleep would have seen them. */
 			if (atomic_load_explicit(s->word, memory_order_relaxed) == blocked)
@@ -436,7 +442,7 @@ static int sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 		 * injected clock reached the deadline: convert it again. */
 		if (timer) {
 			kd = vsched__kernel_deadline(ops, deadline);
-			early = early_for(kd, s->wake_margin_ns);
+			early = early_for(kd, s->fd_margin_ns);
 			vsched__os_timer_at(&s->os, early);
 		}
 		vsched__count(&s->hs.spurious);
@@ -506,8 +512,12 @@ int vsched__sleeper_set_poll(struct vsched__sleeper *s,
 int vsched_vcpu_set_poll(struct vsched_vcpu *v,
 			 const struct vsched_poll_params *p)
 {
+	int rc;
+
 	if (!v)
 		return VSCHED_EINVAL;
+	if ((rc = vsched__vcpu_allowed(v, VSCHED__C_VCPU_SET_POLL)))
+		return rc;
 	return vsched__sleeper_set_poll(&v->sl, p);
 }
 
@@ -670,6 +680,29 @@ poll_window(const struct target_ops *op, const struct target *t,
 	return 0;
 }
 
+/* Arm BLOCKED for one sleep (protocol.md "The wake mechanism"): the
+ * mechanism that sleep uses is published first, in sleep_evfd, so that the
+ * waker whose CAS reads this BLOCKED word reads it too (the exchange is a
+ * release). An fd_add meanwhile moves the next arm to epoll, never this
+ * one. Returns 0, or VSCHED_ESHUTDOWN when the word said DESTROYED (a
+ * destroy that raced the block's start, outside its contract): the word
+ * is put back, never overwritten (protocol.md "Destroy against a
+ * sleeper"). Owner thread. */
+static int arm(struct vsched__sleeper *s, uint32_t blocked)
+{
+	bool evfd = atomic_load_explicit(&s->use_evfd, memory_order_acquire);
+	uint32_t old;
+
+	if (evfd != atomic_load_explicit(&s->sleep_evfd, memory_order_relaxed))
+		atomic_store_explicit(&s->sleep_evfd, evfd, memory_order_relaxed);
+	old = vsched__mode_arm(s, blocked);
+	if (VSCHED__UNLIKELY(vsched__mode_of(old) == VSCHED_MODE_DESTROYED)) {
+		atomic_exchange_explicit(s->word, old, memory_order_seq_cst);
+		return VSCHED_ESHUTDOWN;
+	}
+	return 0;
+}
+
 /* Arm BLOCKED, full barrier, re-check (the Dekker pair with vsched_post()
  * and vsched_vcpu_kick(), doc/protocol.md), then sleep until a reason to
  * run, the deadline or an error. Returns the reason. */
@@ -683,7 +716,9 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 	const bool hooked = op->before_sleep(t);
 	int reason;
 
-	vsched__mode_arm(s, blocked);
+	reason = arm(s, blocked);
+	if (reason)
+		goto out;
 	reason = op->ready(t);
 	if (reason) {
 		vsched__mode_leave_blocked(s, blocked);
@@ -694,8 +729,9 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 	hl->waited = true;
 	for (;;) {
 		uint64_t eff = op->deadline(t, hl->deadline);
-		/* The same flag the wakers read (vsched__wake_sleeper()). */
-		int r = atomic_load_explicit(&s->use_evfd, memory_order_relaxed)
+		/* The arm's mechanism, which the wakers read
+		 * (vsched__wake_sleeper()). */
+		int r = atomic_load_explicit(&s->sleep_evfd, memory_order_relaxed)
 				? sleep_epoll(s, blocked, eff, hl->res)
 				: sleep_futex(s, blocked, eff);
 		if (r == VSCHED_WAKE_DEADLINE && eff < hl->deadline) {
@@ -715,7 +751,9 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 			break;
 		/* Woken with nothing to do (its event was consumed before we
 		 * looked): arm again. */
-		vsched__mode_arm(s, blocked);
+		reason = arm(s, blocked);
+		if (reason)
+			break;
 		reason = op->ready(t);
 		if (reason) {
 			vsched__mode_leave_blocked(s, blocked);
@@ -850,10 +888,8 @@ int vsched_vcpu_block_ex(struct vsched_vcpu *v, uint64_t deadline,
 	if (!v || (res && vsched__result_in(&copy, res)))
 		return VSCHED_EINVAL;
 	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
-	if (vsched__mode_of(m) == VSCHED_MODE_DESTROYED)
-		return VSCHED_ESHUTDOWN;
-	if (vsched__mode_of(m) != VSCHED_MODE_OUTSIDE_GUEST)
-		return VSCHED_ESTATE;
+	if ((r = vsched__allowed(VSCHED__C_VCPU_BLOCK, m)))
+		return r;
 	struct target t = { .op = &vcpu_ops, .s = &v->sl, .vcpu = v,
 			    .id = (int)v->id };
 	r = engine(&t, deadline, res ? &copy : NULL);
@@ -869,8 +905,12 @@ int vsched_vcpu_block(struct vsched_vcpu *v, uint64_t deadline)
 
 int vsched_vcpu_set_guest_poll(struct vsched_vcpu *v, bool allow)
 {
+	int rc;
+
 	if (!v)
 		return VSCHED_EINVAL;
+	if ((rc = vsched__vcpu_allowed(v, VSCHED__C_VCPU_SET_GUEST_POLL)))
+		return rc;
 	atomic_store_explicit(&v->sl.guest_poll_off, !allow, memory_order_relaxed);
 	return 0;
 }
@@ -885,6 +925,7 @@ void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
 	s->word = word;
 	s->os = (struct vsched__os_set)VSCHED__OS_SET_INIT;
 	s->wake_margin_ns = MARGIN_START;
+	s->fd_margin_ns = MARGIN_START_FD;
 }
 
 static void free_tables(struct vsched__sleeper *s)
@@ -910,6 +951,15 @@ void vsched__sleeper_fini(struct vsched__sleeper *s)
 	own = atomic_exchange_explicit(&s->own_poll, NULL, memory_order_relaxed);
 	if (own)
 		vsched__free(&s->vm->alloc, own, sizeof(*own));
+}
+
+/* The slot of user fd number `fd`, or -1. */
+static int slot_of(const struct vsched__sleeper *s, int fd)
+{
+	for (unsigned i = 0; i < s->nslots; i++)
+		if (s->fd_of[i] == fd)
+			return (int)i;
+	return -1;
 }
 
 /* Room for one more user fd: the tables double (at fd_add time, never on
@@ -977,6 +1027,13 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 		rc = VSCHED_ENOMEM;
 		goto undo;
 	}
+	/* An fd number still in the table whose file was closed (epoll
+	 * dropped it with its last reference) and which now names another
+	 * file: the new registration takes its slot, so that each number
+	 * has one slot and fd_del's count stays right. */
+	int old = slot_of(s, fd);
+	if (old >= 0)
+		i = old;
 	rc = vsched__os_ctl(&s->os, EPOLL_CTL_ADD, fd, events, SLOT_USER + (unsigned)i);
 	if (rc == -EEXIST)
 		rc = VSCHED_EEXIST;
@@ -984,9 +1041,10 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 		rc = VSCHED_ENOMEM;
 	if (rc)
 		goto undo;
+	if (old < 0)
+		s->nfds++;
 	s->fd_of[i] = fd;
 	s->tag_of[i] = tag;
-	s->nfds++;
 	/* Release: a waker that sees the flag sees s->os.evfd. */
 	atomic_store_explicit(&s->use_evfd, true, memory_order_release);
 	return 0;
@@ -996,32 +1054,42 @@ undo:
 	return rc ? rc : VSCHED_ENOMEM;
 }
 
+/* A closed fd is gone from the epoll set already (ENOENT or EBADF from
+ * the kernel) but not from the table: its slot is freed all the same, and
+ * the kernel's answer returned. */
 int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd)
 {
-	int rc;
+	int rc, i;
 	if (!atomic_load_explicit(&s->use_evfd, memory_order_relaxed) || fd < 0)
 		return VSCHED_EINVAL;
 	rc = vsched__os_ctl(&s->os, EPOLL_CTL_DEL, fd, 0, 0);
-	if (rc)
-		return rc;
-	for (unsigned i = 0; i < s->nslots; i++)
-		if (s->fd_of[i] == fd)
-			s->fd_of[i] = -1;
-	s->nfds--;
-	return 0; /* the sleeper stays on epoll, the flag stays set */
+	i = slot_of(s, fd);
+	if (i >= 0) {
+		s->fd_of[i] = -1;
+		s->nfds--;
+	}
+	return rc; /* the sleeper stays on epoll, the flag stays set */
 }
 
 int vsched_vcpu_fd_add(struct vsched_vcpu *v, int fd, uint32_t events,
 		       uint64_t tag)
 {
+	int rc;
+
 	if (!v)
 		return VSCHED_EINVAL;
+	if ((rc = vsched__vcpu_allowed(v, VSCHED__C_VCPU_FD_ADD)))
+		return rc;
 	return vsched__sleeper_fd_add(&v->sl, fd, events, tag);
 }
 
 int vsched_vcpu_fd_del(struct vsched_vcpu *v, int fd)
 {
+	int rc;
+
 	if (!v)
 		return VSCHED_EINVAL;
+	if ((rc = vsched__vcpu_allowed(v, VSCHED__C_VCPU_FD_DEL)))
+		return rc;
 	return vsched__sleeper_fd_del(&v->sl, fd);
 }

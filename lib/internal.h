@@ -89,7 +89,8 @@ struct vsched__sleeper {
 	struct vsched_vm *vm VSCHED__ALIGNED;
 	_Atomic uint32_t *word;     /* the mode word (futex) */
 	struct vsched__os_set os;   /* -1s until an fd is added */
-	_Atomic bool use_evfd;      /* wake through evfd instead of futex */
+	_Atomic bool use_evfd;      /* fds registered: sleep in epoll (fd_add) */
+	_Atomic bool sleep_evfd;    /* this arm's sleep is epoll's: wake evfd */
 	_Atomic uint32_t callouts;  /* wakers inside a callout (see below) */
 	_Atomic bool guest_poll_off;
 	/* Its own poll policy (NULL: the VM's), RCU-protected as the VM's;
@@ -106,7 +107,8 @@ struct vsched__sleeper {
 	uint64_t poll_gen;          /* the VM's generation of `params` */
 	uint64_t own_gen_seen;      /* own_gen when `params` was taken */
 	bool own_params;            /* `params` is the sleeper's own policy */
-	uint64_t wake_margin_ns;    /* learnt wakeup latency of timed sleeps */
+	uint64_t wake_margin_ns;    /* learnt lateness of timed futex sleeps */
+	uint64_t fd_margin_ns;      /* the same, of timed epoll sleeps */
 	struct vsched_poll_params params; /* the policy in force */
 	bool counted_runnable;
 	/* The last halt, for the policy to learn at the next halt's start

@@ -224,8 +224,10 @@ void vsched__mode_wait_ack(struct vsched_vcpu *v, uint32_t seen)
 
 /*
  * Called by the poster that won BLOCKED -> OUTSIDE_GUEST. The mechanism is
- * the one the sleeper sleeps on: both read use_evfd, and only the owner
- * thread sets it, before the BLOCKED exchange whose value our CAS read.
+ * the one the sleeper sleeps on for that very arm: the owner publishes it
+ * in sleep_evfd before the BLOCKED exchange whose value our CAS read (an
+ * fd_add that sets use_evfd meanwhile changes the next arm, never this
+ * one: protocol.md "The wake mechanism").
  *
  * The wake is a callout (mode.h): vsched_vcpu_destroy() publishes
  * DESTROYED and waits for callouts in flight before it closes the eventfd
@@ -236,7 +238,7 @@ void vsched__wake_sleeper(struct vsched__sleeper *s)
 {
 	if (!vsched__callout_begin(s))
 		return; /* destroyed: nobody sleeps there any more */
-	if (atomic_load_explicit(&s->use_evfd, memory_order_acquire))
+	if (atomic_load_explicit(&s->sleep_evfd, memory_order_acquire))
 		vsched__os_signal(&s->os);
 	else
 		s->vm->ops.wake((uint32_t *)s->word, s->vm->ops.ctx);

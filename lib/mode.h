@@ -29,10 +29,6 @@
 /* VSCHED__MODE_MASK, VSCHED__ACK_WAITERS, VSCHED__GEN_ONE and
  * VSCHED__GEN_MASK are <vsched/inline.h>'s: the encoding is ABI. */
 
-/* IN_GUEST, EXITING_GUEST, DESTROYED: vsched_service() refuses
- * (VSCHED__MODE_IN()). */
-#define VSCHED__MODES_NO_SERVICE 0x26262626u
-
 static inline unsigned vsched__mode_of(uint32_t m)
 {
 	return m & VSCHED__MODE_MASK;
@@ -66,11 +62,14 @@ static inline uint32_t vsched__mode_leave(struct vsched_vcpu *v, unsigned mode)
 /* protocol.md "The Dekker pair", sleeper side. Owner thread: publish
  * `blocked` (a BLOCKED word), then the full barrier; the caller re-checks
  * its reason to run next, which pairs with the poster's barrier between
- * setting its bit and reading the word. */
-static inline void vsched__mode_arm(struct vsched__sleeper *s, uint32_t blocked)
+ * setting its bit and reading the word. Returns the word it replaced
+ * (protocol.md "Destroy against a sleeper"). */
+static inline uint32_t vsched__mode_arm(struct vsched__sleeper *s,
+					uint32_t blocked)
 {
-	atomic_exchange_explicit(s->word, blocked, memory_order_seq_cst);
+	uint32_t old = atomic_exchange_explicit(s->word, blocked, memory_order_seq_cst);
 	vsched__mb_after_rmw();
+	return old;
 }
 
 /* protocol.md "The Dekker pair", poll row. Owner thread: POLLING and back.

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The OS layer (lib/os.h): futex, clock, timer slack, and the epoll set
+/* The OS layer (lib/os.h): futex, clock, and the epoll set
  * of an eventfd and a timerfd. The only syscalls the wait paths make. */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
 #include <sys/timerfd.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -71,18 +70,6 @@ uint64_t vsched__kernel_deadline(const struct vsched_host_ops *ops,
 	if (deadline - now >= VSCHED_DEADLINE_NONE - mono)
 		return VSCHED_DEADLINE_NONE;
 	return mono + (deadline - now);
-}
-
-/* The calling thread's timer slack, read once (prctl), never changed. */
-static __thread uint64_t thread_slack_ns = UINT64_MAX;
-
-uint64_t vsched__thread_slack(void)
-{
-	if (thread_slack_ns == UINT64_MAX) {
-		int r = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-		thread_slack_ns = r < 0 ? 0 : (uint64_t)(unsigned)r;
-	}
-	return thread_slack_ns;
 }
 
 int vsched__os_ctl(const struct vsched__os_set *o, int op, int fd,

@@ -34,9 +34,6 @@ uint64_t vsched__clock_now(void *ctx);
 uint64_t vsched__kernel_deadline(const struct vsched_host_ops *ops,
 				 uint64_t deadline);
 
-/* The calling thread's timer slack in ns, read once per thread (prctl). */
-uint64_t vsched__thread_slack(void);
-
 /*
  * An epoll set holding an eventfd (the wake or stop signal, epoll data
  * VSCHED__OS_EVFD) and a timerfd on CLOCK_MONOTONIC (VSCHED__OS_TFD), both

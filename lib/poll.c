@@ -332,7 +332,6 @@ void vsched__poll_read(struct vsched_vm *vm, struct vsched__poll_cfg *out)
 int vsched_thread_init(void)
 {
 	urcu_bp_register_thread();
-	(void)vsched__thread_slack(); /* read once here, off the wait path */
 	return 0;
 }
 

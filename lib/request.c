@@ -281,6 +281,10 @@ int vsched__post_finish(struct vsched_vcpu *v, unsigned kind, uint32_t m,
 {
 	unsigned r = (unsigned)v->vm->table.rank_of[kind];
 
+	/* A destroy won the word before our bit was seen: refused, as the
+	 * slow path would (the bit stays with the dead vCPU). */
+	if (VSCHED__UNLIKELY(vsched__mode_of(m) == VSCHED_MODE_DESTROYED))
+		return VSCHED_ESHUTDOWN;
 	if (coalesced)
 		vsched__count_shared(&v->ps.coalesced[r]);
 	if (vsched__mode_of(m) == VSCHED_MODE_IN_GUEST ||

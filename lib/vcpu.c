@@ -3,6 +3,7 @@
  * queues: vsched_service() hands pending kinds to their handlers in rank
  * order, the payload queues drain. The mode word is lib/mode.c's. */
 #include "mode.h"
+#include "contract.h"
 
 int vsched_vcpu_create(struct vsched_vm *vm, unsigned id, void *user,
 		       struct vsched_vcpu **out)
@@ -85,22 +86,34 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 {
 	struct vsched_vm *vm;
 	struct vsched_vcpu *self;
+	uint32_t m;
+	int rc;
 
 	if (!v)
 		return VSCHED_EINVAL;
 	vm = v->vm;
 	pthread_mutex_lock(&vm->lock);
-	if (vsched__mode_of(atomic_load(&v->mode)) == VSCHED_MODE_DESTROYED) {
-		pthread_mutex_unlock(&vm->lock);
-		return VSCHED_ESHUTDOWN;
-	}
+	/* Only from OUTSIDE_GUEST (lib/contract.h), and with a CAS from the
+	 * word seen there: a vCPU in the guest or inside vsched_vcpu_block()
+	 * is still its thread's, and its thread's next exchange (the exit,
+	 * the arm) would overwrite DESTROYED. A sleeper that raced the CAS
+	 * finds DESTROYED at its arm and puts it back (protocol.md "Destroy
+	 * against a sleeper"). */
+	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
+	do {
+		if ((rc = vsched__allowed(VSCHED__C_VCPU_DESTROY, m))) {
+			pthread_mutex_unlock(&vm->lock);
+			return rc;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(
+		&v->mode, &m, vsched__mode_with(m, VSCHED_MODE_DESTROYED),
+		memory_order_seq_cst, memory_order_relaxed));
 	/* From here posts fail with ESHUTDOWN; a post that passed its check
 	 * just before may still queue a payload: vsched_vm_destroy() drains
 	 * those. */
 	/* Inline posts take the slow path, which says ESHUTDOWN. */
 	for (unsigned k = 0; k < VSCHED_MAX_KINDS; k++)
 		atomic_store_explicit(&v->post_rank[k], -1, memory_order_relaxed);
-	vsched__mode_leave(v, VSCHED_MODE_DESTROYED);
 	vsched__timers_unlink(v);
 	self = v;
 	atomic_compare_exchange_strong(&vm->vcpus[v->id], &self, NULL);
@@ -188,9 +201,11 @@ int vsched__service_slow(struct vsched_vcpu *v)
 	if (!w)
 		return 0;
 	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
-	if (VSCHED__UNLIKELY(VSCHED__MODE_IN(VSCHED__MODES_NO_SERVICE, m)))
-		return vsched__mode_of(m) == VSCHED_MODE_DESTROYED ? VSCHED_ESHUTDOWN
-								  : VSCHED_ESTATE;
+	/* Only OUTSIDE_GUEST (lib/contract.h): POLLING or BLOCKED is the
+	 * vCPU's thread inside vsched_vcpu_block(), so this is another
+	 * thread, which must not run the vCPU's handlers. */
+	if (VSCHED__UNLIKELY((n = vsched__allowed(VSCHED__C_SERVICE, m))))
+		return n;
 	d = v->vm->table.disp;
 	/* One pass in rank order: after servicing rank r, look only at ranks
 	 * above r. A handler that raises a later kind is serviced in this

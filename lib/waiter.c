@@ -3,6 +3,7 @@
  * condition, such as an I/O thread on a guest ring. */
 #include "abi.h"
 #include "mode.h"
+#include "contract.h"
 #include "stats_desc.h"
 
 struct vsched_waiter {
@@ -58,6 +59,13 @@ int vsched_waiter_create(struct vsched_vm *vm, vsched_cond_fn cond, void *arg,
 	return vsched_waiter_create_ex(vm, &c, out);
 }
 
+/* vsched__allowed() on the waiter's state word, read now. */
+static int waiter_allowed(const struct vsched_waiter *w, enum vsched__call call)
+{
+	return vsched__allowed(call,
+			       atomic_load_explicit(&w->state, memory_order_relaxed));
+}
+
 int vsched_waiter_set_poll(struct vsched_waiter *w,
 			   const struct vsched_poll_params *p)
 {
@@ -66,10 +74,16 @@ int vsched_waiter_set_poll(struct vsched_waiter *w,
 	return vsched__sleeper_set_poll(&w->sl, p);
 }
 
+/* Refused while a thread waits on it (POLLING or BLOCKED): that thread
+ * would wake into freed memory. */
 int vsched_waiter_destroy(struct vsched_waiter *w)
 {
+	int rc;
+
 	if (!w)
 		return VSCHED_EINVAL;
+	if ((rc = waiter_allowed(w, VSCHED__C_WAITER_DESTROY)))
+		return rc;
 	vsched__sleeper_fini(&w->sl);
 	vsched__free(&w->sl.vm->alloc, w, sizeof(*w));
 	return 0;
@@ -83,6 +97,8 @@ int vsched_waiter_wait(struct vsched_waiter *w, uint64_t deadline,
 
 	if (!w || (res && vsched__result_in(&copy, res)))
 		return VSCHED_EINVAL;
+	if ((r = waiter_allowed(w, VSCHED__C_WAITER_WAIT)))
+		return r;
 	r = vsched__run_engine(&w->sl, &w->hooks, deadline, res ? &copy : NULL);
 	if (res)
 		vsched__result_out(res, &copy);
@@ -105,8 +121,12 @@ int vsched_waiter_kick(struct vsched_waiter *w)
 int vsched_waiter_fd_add(struct vsched_waiter *w, int fd, uint32_t events,
 			 uint64_t tag)
 {
+	int rc;
+
 	if (!w)
 		return VSCHED_EINVAL;
+	if ((rc = waiter_allowed(w, VSCHED__C_WAITER_FD_ADD)))
+		return rc;
 	return vsched__sleeper_fd_add(&w->sl, fd, events, tag);
 }
 

@@ -96,7 +96,7 @@ VSCHED__INLINE_ASSERT(sizeof(struct vsched_vcpu_hot) == 128, "two cache lines");
 #define VSCHED__GEN_MASK (~0xfu)
 /* Bit (m & 31) of these says whether mode word m is in the set: the mode
  * is bits 0-2, so each byte repeats the set of enum vsched_mode values. */
-#define VSCHED__MODES_POST_ACT 0x12121212u  /* IN_GUEST, BLOCKED */
+#define VSCHED__MODES_POST_ACT 0x32323232u  /* IN_GUEST, BLOCKED, DESTROYED */
 #define VSCHED__MODES_IN_GUEST 0x06060606u  /* IN_GUEST, EXITING_GUEST */
 #define VSCHED__MODE_IN(set, m) (((set) >> ((m) & 31u)) & 1u)
 

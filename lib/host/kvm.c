@@ -69,8 +69,12 @@ static int check_handler(int signo)
 
 	if (sigaction(signo, NULL, &old) != 0)
 		return VSCHED_EINVAL;
-	if (!(old.sa_flags & SA_SIGINFO) &&
-	    (old.sa_handler == SIG_DFL || old.sa_handler == SIG_IGN))
+	/* sa_handler and sa_sigaction share storage: with SA_SIGINFO a NULL
+	 * sa_sigaction is SIG_DFL to the kernel (and SIG_IGN's value is
+	 * ignore), so test the one pointer whichever way it was set. */
+	uintptr_t h = (old.sa_flags & SA_SIGINFO) ? (uintptr_t)old.sa_sigaction
+						  : (uintptr_t)old.sa_handler;
+	if (h == (uintptr_t)SIG_DFL || h == (uintptr_t)SIG_IGN)
 		return VSCHED_ENOHANDLER;
 	return 0;
 }

@@ -171,6 +171,14 @@ static void test_signal_is_the_vmms(void **state)
 	assert_true(sa.sa_handler == SIG_DFL); /* nothing installed behind our back */
 	signal(SIGUSR2, SIG_IGN);
 	assert_int_equal(vsched_kvm_attach(f->v, f->fd, f->run, &k, &kv), VSCHED_ENOHANDLER);
+	/* SA_SIGINFO with a NULL sa_sigaction is the default action to the
+	 * kernel: the first kick would end the process (issue 22). */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_flags = SA_SIGINFO;
+	sa.sa_sigaction = NULL;
+	assert_int_equal(sigaction(SIGUSR2, &sa, NULL), 0);
+	assert_int_equal(vsched_kvm_attach(f->v, f->fd, f->run, &k, &kv), VSCHED_ENOHANDLER);
+	assert_null(kv);
 	assert_string_not_equal(vsched_strerror(VSCHED_ENOHANDLER), "unknown vsched error");
 	assert_true(vsched_is_own_error(VSCHED_ENOHANDLER));
 	assert_int_equal(vsched_kvm_signal_install(SIGKILL), VSCHED_EINVAL);
