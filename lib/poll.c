@@ -84,7 +84,8 @@ static void kvm_grow(const struct vsched_poll_params *p,
 	uint64_t val = s->window_ns;
 	if (!p->grow)
 		return;
-	val *= p->grow;
+	if (__builtin_mul_overflow(val, (uint64_t)p->grow, &val))
+		val = UINT64_MAX; /* saturates; the caller caps it at max_ns */
 	if (val < p->grow_start_ns)
 		val = p->grow_start_ns;
 	s->window_ns = val;

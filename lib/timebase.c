@@ -14,6 +14,28 @@ static uint64_t mono(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+#define BRACKETS 8
+
+/* A timebase read between two clock reads. */
+struct bracket {
+	uint64_t before, tb, after;
+};
+
+static struct bracket tightest(void)
+{
+	struct bracket best = { 0, 0, UINT64_MAX };
+
+	for (int i = 0; i < BRACKETS; i++) {
+		struct bracket b;
+		b.before = mono();
+		b.tb = vsched__timebase();
+		b.after = mono();
+		if (b.after - b.before < best.after - best.before)
+			best = b;
+	}
+	return best;
+}
+
 uint64_t vsched__timebase_freq(void)
 {
 	static _Atomic uint64_t cached;
@@ -24,15 +46,18 @@ uint64_t vsched__timebase_freq(void)
 	f = vsched__timebase_freq_hw();
 	if (!f) {
 		/* 20 ms against the clock, each timebase read bracketed by two
-		 * clock reads and placed at their midpoint, so that a slow
-		 * clock read (an emulator, valgrind) does not skew it. */
-		uint64_t a0 = mono(), t0 = vsched__timebase(), b0 = mono(), a1, t1, b1;
+		 * clock reads and placed at their midpoint; of BRACKETS tries
+		 * at each end the tightest bracket is kept, so that a thread
+		 * preempted between two reads (a busy host, valgrind) does not
+		 * skew it. */
+		struct bracket b0 = tightest(), b1;
+		uint64_t a1;
 		do
 			a1 = mono();
-		while (a1 - a0 < 20000000);
-		t1 = vsched__timebase();
-		b1 = mono();
-		f = (uint64_t)((double)(t1 - t0) * 2e9 / (double)((a1 + b1) - (a0 + b0)));
+		while (a1 - b0.before < 20000000);
+		b1 = tightest();
+		f = (uint64_t)((double)(b1.tb - b0.tb) * 2e9 /
+			       (double)((b1.before + b1.after) - (b0.before + b0.after)));
 	}
 	atomic_store_explicit(&cached, f, memory_order_relaxed);
 	return f;

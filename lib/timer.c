@@ -387,6 +387,13 @@ int vsched_vcpu_next_timer(const struct vsched_vcpu *v, uint64_t *deadline)
 /* ------------------------------------------------------------------ */
 /* Cancellation, applied when the timer's request is serviced. */
 
+/* a x b, saturating: the costs are the caller's, up to 2^64 - 1 ns. */
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 static void adapt(struct vsched_timer *t)
 {
 	/* Read when stale share x spurious cost > read cost. Before any
@@ -394,8 +401,8 @@ static void adapt(struct vsched_timer *t)
 	if (t->n_checked < 256 * 4)
 		t->reading = true;
 	else
-		t->reading = (uint64_t)t->n_stale * t->est_spur >
-			     (uint64_t)t->n_checked * t->est_read;
+		t->reading = mul_sat(t->n_stale, t->est_spur) >
+			     mul_sat(t->n_checked, t->est_read);
 	atomic_store_explicit(&t->st.reading, t->reading, memory_order_relaxed);
 }
 

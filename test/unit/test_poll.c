@@ -199,6 +199,27 @@ static void test_adaptive_huge_sleep_cost(void **state)
 	assert_true(vsched_poll_window(&p, &s) >= 5000);
 }
 
+/* The kvm policy's growth saturates (issue 22): a huge grow factor and
+ * maximum wrapped the window (10 us x 2^32 x 2^32) to a small value. */
+static void test_kvm_grow_saturates(void **state)
+{
+	struct vsched_poll_params p;
+	struct vsched_poll_state s;
+	uint64_t prev = 0, w;
+	(void)state;
+	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_KVM, UINT64_MAX - 1, &p), 0);
+	p.grow = UINT32_MAX;
+	assert_int_equal(vsched_poll_init(&p, &s), 0);
+	for (int i = 0; i < 4; i++) {
+		/* Just longer than the window, shorter than the maximum: grow. */
+		w = vsched_poll_window(&p, &s);
+		w = halt(&p, &s, w < p.max_ns - 1 ? w + 1 : w, true);
+		assert_true(w >= prev);
+		prev = w;
+	}
+	assert_true(prev > UINT64_C(1) << 62);
+}
+
 static void test_poll_bad_input(void **state)
 {
 	struct vsched_poll_params p;
@@ -244,6 +265,7 @@ int main(void)
 		cmocka_unit_test(test_adaptive_follows_distribution),
 		cmocka_unit_test(test_adaptive_flat_objective),
 		cmocka_unit_test(test_adaptive_huge_sleep_cost),
+		cmocka_unit_test(test_kvm_grow_saturates),
 		cmocka_unit_test(test_poll_bad_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
