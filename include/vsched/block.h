@@ -87,7 +87,12 @@ struct vsched_block_result {
  * has_event, a ready registered fd, or `deadline_ns` (absolute, in the VM's
  * clock; a deadline at or before now checks once and never sleeps: it
  * returns VSCHED_WAKE_FD with the tags when any registered fd is ready, and
- * VSCHED_WAKE_DEADLINE only when none is).
+ * VSCHED_WAKE_DEADLINE only when none is). With fds registered, every
+ * VSCHED_WAKE_DEADLINE follows a check of the fds made once the deadline
+ * had passed (the poll loop's last look, or the look after the sleep's
+ * on-time spin): a write that completed before the deadline is reported,
+ * one that completes after that check (even before the call returns) is
+ * left for the next call.
  *
  * Registered fds are a wake source of the poll window too: while polling,
  * they are checked with a non-blocking epoll_pwait at a bounded rate (once
@@ -96,10 +101,13 @@ struct vsched_block_result {
  * inside the window is reported.
  *
  * The default futex sleep is as precise as the epoll one (whose timerfd
- * has no timer slack): it sleeps until the deadline minus the thread's timer
- * slack (PR_GET_TIMERSLACK, read once per thread: by vsched_thread_init() or
- * the first block) and spins on its word for the rest. The thread's slack
- * is never changed.
+ * has no timer slack): it asks the kernel for the deadline minus the
+ * lateness its earlier timed sleeps measured (the thread's timer slack plus
+ * a wakeup; it starts at 60 us and is capped at 100 us) and spins on its
+ * word for the rest. The slack is measured, never read (no prctl) and never
+ * changed. Only the timeout the sleep asked for ends in that spin: a
+ * spurious futex return sleeps again (counted in spurious_wakeups), a
+ * signal returns VSCHED_WAKE_SIGNAL and an error returns at once.
  *
  * The VM's clock is its `now_ns`. With an injected `now_ns`, the kernel
  * timers vsched sleeps on itself (the default futex wait and, with fds, the
@@ -133,6 +141,7 @@ struct vsched_block_result {
  * @param result what happened (may be NULL).
  * @return enum vsched_wake_reason, or VSCHED_EINVAL, VSCHED_ESHUTDOWN,
  * VSCHED_ESTATE (not OUTSIDE_GUEST).
+ * States (lib/contract.h): OUTSIDE_GUEST only.
  * Context: the vCPU's own thread, outside guest mode. Pairs with the barrier
  * in vsched_post() and vsched_vcpu_kick(). Syscalls: futex or epoll_pwait,
  * read/write on its eventfd, timerfd_settime, clock_gettime.
@@ -149,13 +158,15 @@ VSCHED_API int vsched_vcpu_block(struct vsched_vcpu *vcpu,
  * Make a vCPU notice an event that its has_event callback now reports:
  * kick it out of the guest, or wake it if it sleeps. Call it after making
  * the event visible; it issues the full barrier that pairs with the block's.
- * @return 0, VSCHED_EINVAL or VSCHED_ESHUTDOWN. Context: any thread.
+ * @return 0, VSCHED_EINVAL or VSCHED_ESHUTDOWN. States: any but DESTROYED.
+ * Context: any thread.
  */
 VSCHED_API int vsched_vcpu_kick(struct vsched_vcpu *vcpu);
 
 /**
  * The guest's poll control (as KVM's MSR_KVM_POLL_CONTROL): `allow` false
- * vetoes host polling for this vCPU. @return 0 or VSCHED_EINVAL. Any thread.
+ * vetoes host polling for this vCPU. @return 0, VSCHED_EINVAL or
+ * VSCHED_ESHUTDOWN. States: any but DESTROYED. Any thread.
  */
 VSCHED_API int vsched_vcpu_set_guest_poll(struct vsched_vcpu *vcpu, bool allow);
 
@@ -165,18 +176,25 @@ VSCHED_API int vsched_vcpu_set_guest_poll(struct vsched_vcpu *vcpu, bool allow);
  * vCPU sleeps in epoll_pwait and is woken through an eventfd. The first call
  * creates the epoll, eventfd and timerfd descriptors; if it fails (the
  * kernel refuses `fd`: closed, a regular file...) it closes them again and
- * the vCPU keeps sleeping on, and being woken through, its futex. One flag
- * selects both the way the vCPU sleeps and the way posters wake it, and it
- * is set only by a call that succeeded. Later failures change nothing.
- * A thread that wakes a vCPU with fds enters a liburcu-bp read-side section
- * around its eventfd write (see vsched_vcpu_destroy()); under a seccomp
- * filter, such a thread calls vsched_thread_init() first.
+ * the vCPU keeps sleeping on, and being woken through, its futex. The
+ * flag set by a call that succeeded moves the vCPU's next sleep to epoll;
+ * each sleep publishes its own mechanism before it arms BLOCKED, and the
+ * poster that wakes it reads that one (doc/protocol.md "The wake
+ * mechanism"), so no wakeup goes to a mechanism nobody sleeps on. Later
+ * failures change nothing. Waking a vCPU with fds is a write(2) to its
+ * eventfd (no RCU section, no registration: a "callout" counted for
+ * vsched_vcpu_destroy()).
  * There is no fixed limit on the number of fds: the tables grow here (never
- * on the wait path).
+ * on the wait path). An fd number closed and added again (a new file)
+ * takes the slot of the old registration.
  * @return 0, VSCHED_EINVAL, VSCHED_EEXIST (fd already added), VSCHED_ENOMEM
  * (no memory for the tables, or the kernel's epoll limit
- * max_user_watches) or another negative errno from the kernel.
- * Context: the vCPU's thread, or before the vCPU runs.
+ * max_user_watches), another negative errno from the kernel, VSCHED_ESTATE
+ * (the vCPU is inside vsched_vcpu_block(): this is not its thread) or
+ * VSCHED_ESHUTDOWN.
+ * States (lib/contract.h): OUTSIDE_GUEST, IN_GUEST, EXITING_GUEST.
+ * Context: the vCPU's thread, or before the vCPU runs. Syscalls: the first
+ * call epoll_create1, eventfd, timerfd_create; each epoll_ctl.
  */
 VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
 				  uint32_t events, uint64_t tag);
@@ -185,16 +203,21 @@ VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
  * window (ns). */
 #define VSCHED_FD_CHECK_NS 5000
 
-/** Remove a wake-source fd. @return 0, VSCHED_EINVAL or -ENOENT. */
+/** Remove a wake-source fd (also one already closed: its slot is freed and
+ * the kernel's -EBADF or -ENOENT returned). @return 0, VSCHED_EINVAL,
+ * -ENOENT, -EBADF, VSCHED_ESTATE or VSCHED_ESHUTDOWN. States and context as
+ * vsched_vcpu_fd_add(). Syscalls: epoll_ctl. */
 VSCHED_API int vsched_vcpu_fd_del(struct vsched_vcpu *vcpu, int fd);
 
 /**
- * Prepare the calling thread for vsched's wait paths (RCU registration, and
- * reading its timer slack with prctl(PR_GET_TIMERSLACK)), so that nothing is
- * allocated and no other syscall is made later, e.g. under a seccomp
- * filter. Optional:
- * the first block, or the first wakeup of a vCPU that has fds, does it
- * otherwise. @return 0. Any thread.
+ * Register the calling thread with liburcu-bp, whose first read-side
+ * section otherwise registers it (an mmap of its registry, signal mask
+ * calls). The wait paths enter a read-side section only when a policy
+ * changed since the thread's last halt (vsched_vm_set_poll(),
+ * vsched_*_set_poll()), and a timer service's wake-up enters one: a thread
+ * that runs under a seccomp filter allowing only the wait paths' syscalls
+ * calls this before the filter is installed. Nothing else needs it: no
+ * timer slack is read (block.h, above). @return 0. Any thread.
  */
 VSCHED_API int vsched_thread_init(void);
 

@@ -144,7 +144,15 @@ VSCHED_API int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
 				 const struct vsched_kvm_config *cfg,
 				 struct vsched_kvm_vcpu **out);
 
-/** Free the adapter (the vCPU thread has stopped). @return 0 or VSCHED_EINVAL. */
+/**
+ * Free the adapter. The order at teardown is: the vCPU thread leaves its
+ * run loop; vsched_vcpu_destroy() (from that thread as its last call, or
+ * from another one before the thread is joined); then this. Destroy waits
+ * for any kick callback in flight and none runs after it, so the adapter
+ * is no longer used; destroying before the join means no kick signals a
+ * pthread_t that a joined thread's successor may reuse.
+ * @return 0 or VSCHED_EINVAL. Context: any thread, after that destroy.
+ */
 VSCHED_API int vsched_kvm_detach(struct vsched_kvm_vcpu *kv);
 
 /**

@@ -133,6 +133,9 @@ VSCHED_API int vsched_poll_update(const struct vsched_poll_params *p,
  * after an RCU grace period.
  * @return 0, VSCHED_EINVAL (NULL, bad size or policy) or VSCHED_ENOMEM.
  * Context: any thread that is not inside vsched on this VM's vCPUs.
+ * Syscalls (the grace period, liburcu-bp's synchronize_rcu): membarrier,
+ * futex, sched_yield, and mmap/munmap on its first use in the thread;
+ * allow them in a seccomp filter, or change policies before installing it.
  */
 VSCHED_API int vsched_vm_set_poll(struct vsched_vm *vm,
 				  const struct vsched_poll_params *p);
@@ -146,8 +149,11 @@ struct vsched_vcpu;
  * restarts (and does not restart when the VM's policy changes meanwhile).
  * The same RCU scheme as vsched_vm_set_poll(). The guest's poll control
  * (vsched_vcpu_set_guest_poll()) still vetoes polling on top of it.
- * @return 0, VSCHED_EINVAL (NULL vcpu, bad size or policy) or VSCHED_ENOMEM.
+ * @return 0, VSCHED_EINVAL (NULL vcpu, bad size or policy), VSCHED_ENOMEM
+ * or VSCHED_ESHUTDOWN. States: any but DESTROYED.
  * Context: any thread but the vCPU's own while it is inside vsched.
+ * Syscalls: as vsched_vm_set_poll() when it replaces a policy of the
+ * vCPU's own (none when it only installs one).
  */
 VSCHED_API int vsched_vcpu_set_poll(struct vsched_vcpu *vcpu,
 				    const struct vsched_poll_params *p);

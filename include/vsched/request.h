@@ -176,7 +176,10 @@ VSCHED_API int vsched_post_payload(struct vsched_vcpu *vcpu, unsigned kind,
  * another thread) waits for the next call. With nothing pending this is one
  * load.
  * @return the number of kinds serviced (>= 0), VSCHED_EINVAL,
- * VSCHED_ESHUTDOWN or VSCHED_ESTATE (called while in guest mode).
+ * VSCHED_ESHUTDOWN or VSCHED_ESTATE (work pending and the vCPU in guest
+ * mode, or inside vsched_vcpu_block(): then this is not its thread).
+ * States (lib/contract.h): OUTSIDE_GUEST; with nothing pending it returns 0
+ * in any state (one load: nothing done, nothing refused).
  * Context: the vCPU's own thread only, outside guest mode. Acquire: pairs with
  * the release in vsched_post().
  */

@@ -65,7 +65,15 @@ VSCHED_API int vsched_vcpu_create(struct vsched_vm *vm, unsigned id,
  * the VMM may tear down what its kick uses (vsched_kvm_detach(), the
  * kvm_run mapping).
  * Context: any thread, once the vCPU's own thread has stopped using it.
- * @return 0, VSCHED_EINVAL or VSCHED_ESHUTDOWN (destroyed already).
+ * States (lib/contract.h): OUTSIDE_GUEST only. A vCPU in the guest or inside
+ * vsched_vcpu_block() is still its thread's, whose next exchange would
+ * overwrite DESTROYED: refused with VSCHED_ESTATE, nothing changed. (A
+ * destroy that races the owner's next call is outside this contract; a
+ * block that then finds DESTROYED at its arm returns VSCHED_ESHUTDOWN.)
+ * Syscalls: none of its own; sched_yield while a waker's callout drains;
+ * close on the vCPU's fds.
+ * @return 0, VSCHED_EINVAL, VSCHED_ESTATE or VSCHED_ESHUTDOWN (destroyed
+ * already).
  */
 VSCHED_API int vsched_vcpu_destroy(struct vsched_vcpu *vcpu);
 

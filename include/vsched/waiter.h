@@ -97,7 +97,9 @@ VSCHED_API int vsched_waiter_set_poll(struct vsched_waiter *w,
 				      const struct vsched_poll_params *p);
 
 /**
- * Destroy a waiter (closes its fds). @return 0 or VSCHED_EINVAL.
+ * Destroy a waiter (closes its fds). @return 0, VSCHED_EINVAL or
+ * VSCHED_ESTATE (a thread is inside vsched_waiter_wait() on it: refused,
+ * nothing freed). States (lib/contract.h): idle (not waiting) only.
  * Context: once no thread waits on or kicks it.
  */
 VSCHED_API int vsched_waiter_destroy(struct vsched_waiter *w);
@@ -105,8 +107,9 @@ VSCHED_API int vsched_waiter_destroy(struct vsched_waiter *w);
 /**
  * Wait until cond(arg) holds, a registered fd is ready, or the deadline.
  * @return VSCHED_WAKE_REQUEST (the condition holds), VSCHED_WAKE_FD,
- * VSCHED_WAKE_DEADLINE, VSCHED_WAKE_SIGNAL, or VSCHED_EINVAL.
- * Context: one consumer thread at a time.
+ * VSCHED_WAKE_DEADLINE, VSCHED_WAKE_SIGNAL, VSCHED_EINVAL, or
+ * VSCHED_ESTATE (another thread is inside a wait on it already).
+ * States: idle only. Context: one consumer thread at a time.
  */
 VSCHED_API int vsched_waiter_wait(struct vsched_waiter *w, uint64_t deadline_ns,
 				  struct vsched_block_result *result);
@@ -120,10 +123,10 @@ VSCHED_API int vsched_waiter_kick(struct vsched_waiter *w);
 
 /** Add a wake-source fd (see vsched_vcpu_fd_add(): a failed first call
  * leaves the waiter on its futex, consistently for wait and kick).
- * Context: the consumer thread (the one that calls vsched_waiter_wait()),
- * or before it waits: the first call switches the waiter from its futex to
- * epoll, and a consumer already asleep on the futex would not hear kicks
- * sent through the eventfd. */
+ * @return as vsched_vcpu_fd_add(); VSCHED_ESTATE while a thread waits on the
+ * waiter (refused: that thread's sleep keeps its mechanism and tables).
+ * States: idle only. Context: the consumer thread (the one that calls
+ * vsched_waiter_wait()), or before it waits. */
 VSCHED_API int vsched_waiter_fd_add(struct vsched_waiter *w, int fd,
 				    uint32_t events, uint64_t tag);
 
