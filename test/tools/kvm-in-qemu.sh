@@ -53,13 +53,33 @@ mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 for m in \$(cat /mods/order); do insmod /mods/\$m.ko || echo "insmod \$m failed"; done
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 host /host
 mount --bind /dev /host/dev; mount --bind /proc /host/proc; mount --bind /sys /host/sys
+# No network card (qemu runs with -nic none): tests send traffic only inside
+# their own network namespace. Any interface but lo, or a PCI network
+# controller even without a driver (this image loads none), stops the run
+# before ctest, and the host fails on the file written here.
+net=""
+for n in /sys/class/net/*; do
+	n=\${n##*/}
+	[ -e "/sys/class/net/\$n" ] && [ "\$n" != lo ] && net="\$net interface \$n;"
+done
+for d in /sys/bus/pci/devices/*; do
+	case \$(cat "\$d/class" 2>/dev/null) in
+	0x02*) net="\$net PCI network controller \${d##*/} (\$(cat "\$d/vendor"):\$(cat "\$d/device"));" ;;
+	esac
+done
+if [ -n "\$net" ]; then
+	echo "kvm-in-qemu: network in the guest:\$net not running the tests"
+	echo "\$net" > "/host$work/net"
+else
+	echo "kvm-in-qemu: no network in the guest (only lo)"
+fi
 [ -c /dev/kvm ] && echo "kvm-in-qemu: /dev/kvm is up in the guest"
 # Where KVM's modules are, to read a dumped guest RIP that points into L1.
 grep '^kvm' /proc/modules | while read n s u d st a; do echo "kvm-in-qemu: module \$n at \$a size \$s"; done
 # A heartbeat on this machine's disk: the host stops a guest whose kernel
 # no longer runs its userspace.
 ( i=0; while :; do i=\$((i + 1)); echo \$i > "/host$work/alive"; sleep 10; done ) &
-chroot /host /bin/sh "$work/cmd"
+[ -n "\$net" ] || chroot /host /bin/sh "$work/cmd"
 poweroff -f
 INIT
 chmod +x "$root/init"
@@ -68,7 +88,7 @@ echo "kvm-in-qemu: booting $kernel under TCG with nested SVM"
 # The console exists before tail opens it (qemu below starts in the background).
 : > "$work/console"
 timeout "${KVM_IN_QEMU_TIMEOUT:-1800}" qemu-system-x86_64 -accel tcg,thread=multi -cpu EPYC,+svm \
-	-smp 2 -m 4096 -nographic -no-reboot -kernel "$kernel" \
+	-smp 2 -m 4096 -nographic -no-reboot -nic none -kernel "$kernel" \
 	-initrd "$work/initrd.gz" -append "console=ttyS0 quiet panic=-1" \
 	-virtfs local,path=/,mount_tag=host,security_model=none,multidevs=remap,id=host \
 	</dev/null >"$work/console" 2>&1 &
@@ -93,6 +113,12 @@ wait $qemu 2>/dev/null || true
 wait 2>/dev/null || true
 rc=$(cat "$work/rc" 2>/dev/null || echo missing)
 echo "kvm-in-qemu: ctest -L $label in the guest exited $rc"
+# A network card in the guest is this script's own fault, never an
+# environment fault: exit 1 whatever else happened.
+if [ -e "$work/net" ] || grep -q 'kvm-in-qemu: network in the guest:' "$work/console"; then
+	echo "kvm-in-qemu: FAIL: the guest saw a network (above); it must have no interface but lo"
+	exit 1
+fi
 [ "$rc" = 0 ] && exit 0
 # Exit 75 only for faults of the machinery below, shown as such: a guest
 # kernel that stopped or panicked, or a vCPU whose saved state no guest
