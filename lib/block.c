@@ -20,6 +20,7 @@
 #define SLOT_TFD VSCHED__OS_TFD
 #define SLOT_USER VSCHED__OS_USER
 #define FIRST_SLOTS 8 /* the fd tables grow from this, doubling */
+#define TFD_UNKNOWN (VSCHED_DEADLINE_NONE - 1) /* fired or never set */
 
 /* Timed sleeps ask the kernel to wake them early by the sleeper's learnt
  * lateness and spin on their word for the rest. The lateness is measured,
@@ -373,6 +374,17 @@ static int sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
 	}
 }
 
+/* Arm the sleep's timerfd at `at` (CLOCK_MONOTONIC; NONE disarms) unless
+ * it is set there already and has not fired: an I/O thread that sleeps
+ * without a deadline, or again to the same one, makes no timerfd syscall. */
+static void timer_at(struct vsched__sleeper *s, uint64_t at)
+{
+	if (at == s->tfd_at)
+		return;
+	vsched__os_timer_at(&s->os, at);
+	s->tfd_at = at;
+}
+
 static int sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 		       uint64_t deadline, struct vsched_block_result *res)
 {
@@ -383,7 +395,7 @@ static int sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 	uint64_t kd = vsched__kernel_deadline(ops, deadline);
 	uint64_t early = early_for(kd, s->fd_margin_ns);
 
-	vsched__os_timer_at(&s->os, early);
+	timer_at(s, early);
 	for (;;) {
 		bool timer = false;
 		/* Room for every registered fd: all ready ones are reported. */
@@ -410,6 +422,7 @@ static int sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 				vsched__os_drain(s->os.evfd);
 			} else if (slot == SLOT_TFD) {
 				vsched__os_drain(s->os.tfd);
+				s->tfd_at = TFD_UNKNOWN;
 				timer = true;
 			} else if (user_slot(s, slot)) {
 				add_tag(res, s->tag_of[slot - SLOT_USER]);
@@ -443,7 +456,7 @@ static int sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 		if (timer) {
 			kd = vsched__kernel_deadline(ops, deadline);
 			early = early_for(kd, s->fd_margin_ns);
-			vsched__os_timer_at(&s->os, early);
+			timer_at(s, early);
 		}
 		vsched__count(&s->hs.spurious);
 	}
@@ -781,7 +794,10 @@ account(const struct target_ops *op, const struct target *t,
 	struct vsched__sleeper *s = t->s;
 	const struct vsched_host_ops *ops = &s->vm->ops;
 	struct vsched_block_result *res = hl->res;
-	const bool won = hl->attempted && !hl->waited;
+	/* The caller's own deadline, reached while polling, is no win: the
+	 * poll predicted nothing the caller did not already know. */
+	const bool won = hl->attempted && !hl->waited &&
+			 reason != VSCHED_WAKE_DEADLINE;
 	uint64_t now, halt_ns, pns;
 	bool valid;
 
@@ -808,11 +824,14 @@ account(const struct target_ops *op, const struct target *t,
 		vsched__count_n(&s->hs.wait_ns, w);
 		hist(s->hs.hist_wait, w);
 	}
-	/* How long the halt really was, for the policy (learn()). */
+	/* How long the halt really was, for the policy (learn()): only a
+	 * wake the policy had to predict. A halt that ended at the caller's
+	 * deadline taught nothing about when the next wake comes (a timed
+	 * yield's known timeout, an I/O thread's periodic deadline). */
 	s->lesson_window = hl->window;
 	s->lesson_halt_ns = halt_ns;
 	s->lesson_valid = valid;
-	s->lesson_pending = true;
+	s->lesson_pending = reason != VSCHED_WAKE_DEADLINE;
 	if (won)
 		VSCHED__TRACE2(poll_won, t->id, pns);
 	else if (hl->attempted)
@@ -926,6 +945,7 @@ void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
 	s->os = (struct vsched__os_set)VSCHED__OS_SET_INIT;
 	s->wake_margin_ns = MARGIN_START;
 	s->fd_margin_ns = MARGIN_START_FD;
+	s->tfd_at = TFD_UNKNOWN;
 }
 
 static void free_tables(struct vsched__sleeper *s)

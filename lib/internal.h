@@ -109,6 +109,7 @@ struct vsched__sleeper {
 	bool own_params;            /* `params` is the sleeper's own policy */
 	uint64_t wake_margin_ns;    /* learnt lateness of timed futex sleeps */
 	uint64_t fd_margin_ns;      /* the same, of timed epoll sleeps */
+	uint64_t tfd_at;            /* the timerfd's expiry as last set */
 	struct vsched_poll_params params; /* the policy in force */
 	bool counted_runnable;
 	/* The last halt, for the policy to learn at the next halt's start

@@ -1100,22 +1100,33 @@ static void test_own_poll_policy(void **state)
  * (the engine hands it a halt's length at the next halt's start): replaying
  * the halts' results through the public policy predicts every window. KVM's
  * policy, whose window moves with each halt, on the fake clock: halts that
- * find a request at the first look (P), polls that win (W) and sleeps that
- * end at their deadline (the number: ns after the start). */
+ * find a request at the first look (P), polls that win (W), sleeps that a
+ * post ends (S, the number: ns asleep) and sleeps that end at the caller's
+ * deadline (D, ns after the start), which are not learnt (issue 23). */
 static unsigned post_at_read;
+static uint64_t post_in_sleep;
 static void tick_post(struct fake_host *h)
 {
 	h->now += 10;
 	if (post_at_read && !--post_at_read)
 		assert_int_equal(vsched_post(h->vcpu, K_REQ), 0);
 }
+static int wait_sleep_post(struct fake_host *h, uint32_t *w, uint32_t exp, uint64_t dl)
+{
+	if (!post_in_sleep)
+		return wait_timeout(h, w, exp, dl);
+	h->now += post_in_sleep;
+	post_in_sleep = 0;
+	assert_int_equal(vsched_post(h->vcpu, K_REQ), 0);
+	return 0;
+}
 
 static void test_policy_learns_every_halt(void **state)
 {
 	static const struct { char kind; uint64_t ns; } halts[] = {
-		{ 'D', 5000 }, { 'W', 50 }, { 'D', 50000 }, { 'D', 15000 },
-		{ 'D', 15000 }, { 'P', 0 }, { 'W', 300 }, { 'D', 30000 },
-		{ 'D', 8000 }, { 'W', 20 }, { 'P', 0 }, { 'D', 12000 },
+		{ 'S', 5000 }, { 'W', 50 }, { 'S', 50000 }, { 'D', 15000 },
+		{ 'S', 15000 }, { 'P', 0 }, { 'W', 300 }, { 'S', 30000 },
+		{ 'D', 8000 }, { 'S', 12000 }, { 'W', 20 }, { 'P', 0 },
 	};
 	const unsigned n = sizeof(halts) / sizeof(halts[0]);
 	struct vsched_block_result res = { .size = sizeof(res) };
@@ -1128,7 +1139,7 @@ static void test_policy_learns_every_halt(void **state)
 
 	rig_up(&r, VSCHED_POLL_KVM, 20000);
 	r.h.on_clock = tick_post;
-	r.h.on_wait = wait_timeout;
+	r.h.on_wait = wait_sleep_post;
 	vsched_poll_defaults(VSCHED_POLL_KVM, 20000, &pp);
 	assert_int_equal(vsched_poll_init(&pp, &ps), 0);
 	for (unsigned i = 0; i < 3 * n; i++) {
@@ -1142,19 +1153,24 @@ static void test_policy_learns_every_halt(void **state)
 			assert_int_equal(vsched_post(r.v, K_REQ), 0);
 		else if (kind == 'W')
 			post_at_read = (unsigned)halts[i % n].ns / 10;
+		else if (kind == 'S')
+			post_in_sleep = halts[i % n].ns;
 		else
 			deadline = r.h.now + halts[i % n].ns;
 		rc = vsched_vcpu_block_ex(r.v, deadline, &res);
 		assert_int_equal(rc, kind == 'D' ? VSCHED_WAKE_DEADLINE : VSCHED_WAKE_REQUEST);
 		/* Ready at the first look: no window was chosen. */
 		assert_int_equal(res.window_ns, kind == 'P' ? 0 : expect);
-		if (kind == 'W')
+		if (kind == 'W' && expect)
 			assert_true(res.poll_won);
 		if (kind == 'D')
 			assert_true(res.halt_ns + 10 >= halts[i % n].ns); /* t0: a read later */
 		vsched_service(r.v);
-		assert_int_equal(vsched_poll_update(&pp, &ps, res.window_ns, res.halt_ns,
-						    true), 0);
+		/* The policy learns the wakes it had to predict: a halt that
+		 * ended at the caller's deadline is not learnt (issue 23). */
+		if (kind != 'D')
+			assert_int_equal(vsched_poll_update(&pp, &ps, res.window_ns,
+							    res.halt_ns, true), 0);
 		changes += res.window_ns != last;
 		last = res.window_ns;
 	}
