@@ -96,7 +96,7 @@ while read -r kind file line target; do
 	case $target in
 	[A-Za-z]*:*) continue ;; # a URL: https:, mailto: ...
 	esac
-	dir=$(dirname "$file")
+	case $file in */*) dir=${file%/*} ;; *) dir=. ;; esac
 	path=${target%%#*}
 	anchor=
 	case $target in *'#'*) anchor=${target#*#} ;; esac
