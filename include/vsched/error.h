@@ -14,11 +14,19 @@
  *   timerfd, KVM_RUN ...).
  * - **Values below -4095** are vsched's own conditions (VSCHED_ENOTFINAL
  *   ...): no syscall returns them, so they never collide with a kernel
- *   error. vsched_is_own_error() tells them apart.
+ *   error. vsched_is_own_error() tells them apart. Their names are vsched's
+ *   own too: none of them is spelled like an errno.
  *
- * vsched_strerror() explains all three. Success values that an API returns
- * besides 0 (a wake reason, VSCHED_KVM_KICKED) are never negative.
+ * vsched_strerror() explains all three and vsched_err_name() names them.
+ * Success values that an API returns besides 0 (a wake reason,
+ * VSCHED_KVM_KICKED) are never negative.
+ *
  * Changed in 0.2: the own conditions were negative errnos before.
+ * Since 0.2 (no value changed): four own conditions that still carried an
+ * errno's name got names of their own. VSCHED_EBUSY is now VSCHED_EFINAL,
+ * VSCHED_ELOOP VSCHED_ECYCLE, VSCHED_ESHUTDOWN VSCHED_EDESTROYED and
+ * VSCHED_ENOSPC VSCHED_ELIMIT; the old names stay as deprecated aliases of
+ * the same values (define VSCHED_NO_DEPRECATED to drop them).
  */
 #ifndef VSCHED_ERROR_H
 #define VSCHED_ERROR_H
@@ -34,21 +42,24 @@ extern "C" {
 /** First of vsched's own codes: below every kernel errno (1..4095). */
 #define VSCHED__EOWN 4096
 
-/** X-macro of every error vsched itself returns: name, value, text. */
+/**
+ * X-macro of every error vsched itself returns: name (without VSCHED_),
+ * value, text. The list only grows at the end.
+ */
 #define VSCHED_ERRNO_MAP(X)                                                   \
 	X(EINVAL, -EINVAL, "invalid argument (NULL pointer, bad flags or size)")  \
 	X(ERANGE, -ERANGE, "value out of range (request kind, vector, id)")      \
 	X(ENOMEM, -ENOMEM, "out of memory")                                       \
 	X(EEXIST, -EEXIST, "already exists (kind declared twice, vCPU id in use)") \
-	X(EBUSY, -(VSCHED__EOWN + 1), "request table already finalised")         \
+	X(EFINAL, -(VSCHED__EOWN + 1), "request table already finalised")        \
 	X(ENOTFINAL, -(VSCHED__EOWN + 2), "request table not finalised")         \
-	X(ELOOP, -(VSCHED__EOWN + 3),                                              \
+	X(ECYCLE, -(VSCHED__EOWN + 3),                                             \
 	  "request table: the may-raise relation has a cycle")                    \
 	X(EORDER, -(VSCHED__EOWN + 4),                                             \
 	  "request table: a handler may raise a kind serviced before its own")    \
-	X(ESHUTDOWN, -(VSCHED__EOWN + 5), "vCPU has been destroyed")             \
+	X(EDESTROYED, -(VSCHED__EOWN + 5), "vCPU has been destroyed")            \
 	X(ESTATE, -(VSCHED__EOWN + 6), "call not valid in the vCPU's current mode") \
-	X(ENOSPC, -(VSCHED__EOWN + 7),                                             \
+	X(ELIMIT, -(VSCHED__EOWN + 7),                                             \
 	  "a documented limit is reached (vCPU id >= max_vcpus, 8 timers a vCPU)") \
 	X(ENOHANDLER, -(VSCHED__EOWN + 8),                                         \
 	  "the kick signal has no handler installed (its default action would "  \
@@ -62,18 +73,48 @@ enum vsched_errno {
 #define VSCHED__ERR_ENUM(name, val, text) VSCHED_##name = (val),
 	VSCHED_ERRNO_MAP(VSCHED__ERR_ENUM)
 #undef VSCHED__ERR_ENUM
+#ifndef VSCHED_NO_DEPRECATED
+	/** @deprecated use VSCHED_EFINAL (the same value). */
+	VSCHED_EBUSY = VSCHED_EFINAL,
+	/** @deprecated use VSCHED_ECYCLE (the same value). */
+	VSCHED_ELOOP = VSCHED_ECYCLE,
+	/** @deprecated use VSCHED_EDESTROYED (the same value). */
+	VSCHED_ESHUTDOWN = VSCHED_EDESTROYED,
+	/** @deprecated use VSCHED_ELIMIT (the same value). */
+	VSCHED_ENOSPC = VSCHED_ELIMIT,
+#endif
 };
 
 /**
  * Text for a vsched return code.
  *
  * @param err a value returned by a vsched function (0, positive or negative).
- * @return a static string; never NULL. A kernel errno gets the C
- * library's description, prefixed by the errno's name where known;
- * unknown codes get a generic text.
- * Context: any thread (the strings are static; nothing is formatted).
+ * @return a string that lives as long as the process; never NULL.
+ * "success" for 0 and positive values; vsched's own text for the codes of
+ * VSCHED_ERRNO_MAP (the four errno-valued ones included); for a kernel
+ * errno, its name, a colon and the C library's description
+ * ("EPERM: Operation not permitted") where the C library knows both
+ * (glibc 2.32 or later), the description alone or a generic text where it
+ * does not; "unknown vsched error" for any other value below -4095.
+ * Context: any thread. The first kernel errno explained in the process
+ * builds a table of the kernel's texts once (about 130 snprintf calls into
+ * static storage, under pthread_once); no allocation, no syscall, no
+ * locale, nothing formatted afterwards.
  */
 VSCHED_API const char *vsched_strerror(int err);
+
+/**
+ * Name of a vsched return code, as libuv's uv_err_name().
+ *
+ * @param err a value returned by a vsched function (0, positive or negative).
+ * @return a static string; never NULL. "OK" for 0 and positive values;
+ * "VSCHED_EFINAL" ... for vsched's own conditions (the enumerator's
+ * spelling); the errno's name ("EINVAL", "EPERM") for the four errno-valued
+ * codes and for a kernel errno the C library can name; "UNKNOWN" for any
+ * other value.
+ * Context: any thread (static strings, nothing is formatted).
+ */
+VSCHED_API const char *vsched_err_name(int err);
 
 /**
  * True when `err` is one of vsched's own conditions (below -4095), false

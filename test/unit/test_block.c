@@ -480,7 +480,8 @@ static void *sc_waker(void *arg)
 
 static int install_allow_list(void)
 {
-	/* Only what DESIGN.md promises, plus exit for the end. */
+	/* Only what doc/protocol.md promises ("Syscalls on the wait paths"),
+	 * plus exit for the end. */
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_futex, 8, 0),
