@@ -33,6 +33,12 @@
  * larger slack sleeps late rather than spin for it. Only a timeout the
  * sleep asked for is learnt and finished on the CPU; a spurious return,
  * a signal or an error never is. */
+/* The CPU a sleep costs its thread, for the ADAPTIVE policy when its
+ * sleep_cpu_ns is 0: thread CPU time read around one sleep in SLEEP_SAMPLE
+ * (two clock_gettime syscalls), only for a sleep that a waker ended before
+ * any on-time spin could start, learnt as an EWMA (1/8). */
+#define SLEEP_SAMPLE 8
+
 #define MARGIN_START 60000
 #define MARGIN_START_FD 10000 /* the timerfd: a wakeup, no slack */
 #define MARGIN_PAD 2000
@@ -556,8 +562,15 @@ static void learn(const struct target *t)
 	uint64_t before = s->poll.window_ns;
 
 	s->lesson_pending = false;
-	vsched__poll_update(&s->params, &s->poll, s->lesson_window,
-			    s->lesson_halt_ns, s->lesson_valid);
+	if (!s->params.sleep_cpu_ns) { /* measured here (SLEEP_SAMPLE) */
+		struct vsched_poll_params p = s->params;
+		p.sleep_cpu_ns = s->sleep_cpu_ns;
+		vsched__poll_update(&p, &s->poll, s->lesson_window,
+				    s->lesson_halt_ns, s->lesson_valid);
+	} else {
+		vsched__poll_update(&s->params, &s->poll, s->lesson_window,
+				    s->lesson_halt_ns, s->lesson_valid);
+	}
 	if (s->poll.window_ns != before)
 		VSCHED__TRACE3(window_change, t->id, before, s->poll.window_ns);
 }
@@ -693,6 +706,21 @@ poll_window(const struct target_ops *op, const struct target *t,
 	return 0;
 }
 
+/* A sampled sleep that a waker ended: its thread's CPU since `cpu0`, if
+ * the wake came before any on-time spin could have started (MARGIN_MAX
+ * before the sleep's deadline `eff`). */
+static void learn_sleep_cpu(struct vsched__sleeper *s, uint64_t cpu0, uint64_t eff)
+{
+	const struct vsched_host_ops *ops = &s->vm->ops;
+	uint64_t c1;
+
+	if (eff != VSCHED_DEADLINE_NONE && ops->now_ns(ops->ctx) + MARGIN_MAX >= eff)
+		return;
+	c1 = vsched__thread_cpu_ns();
+	if (c1 > cpu0)
+		s->sleep_cpu_ns += (int64_t)(c1 - cpu0 - s->sleep_cpu_ns) / 8;
+}
+
 /* Arm BLOCKED for one sleep (protocol.md "The wake mechanism"): the
  * mechanism that sleep uses is published first, in sleep_evfd, so that the
  * waker whose CAS reads this BLOCKED word reads it too (the exchange is a
@@ -740,6 +768,7 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 	runnable_leave(s);
 	hl->sleep_start = ops->now_ns(ops->ctx);
 	hl->waited = true;
+	const uint64_t cpu0 = ++s->sleeps % SLEEP_SAMPLE ? 0 : vsched__thread_cpu_ns();
 	for (;;) {
 		uint64_t eff = op->deadline(t, hl->deadline);
 		/* The arm's mechanism, which the wakers read
@@ -760,8 +789,11 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 		}
 		/* A poster or kick moved us out of BLOCKED. */
 		reason = op->ready(t);
-		if (reason)
+		if (reason) {
+			if (cpu0)
+				learn_sleep_cpu(s, cpu0, eff);
 			break;
+		}
 		/* Woken with nothing to do (its event was consumed before we
 		 * looked): arm again. */
 		reason = arm(s, blocked);
@@ -946,6 +978,7 @@ void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
 	s->wake_margin_ns = MARGIN_START;
 	s->fd_margin_ns = MARGIN_START_FD;
 	s->tfd_at = TFD_UNKNOWN;
+	s->sleep_cpu_ns = VSCHED_POLL_SLEEP_CPU_NS;
 }
 
 static void free_tables(struct vsched__sleeper *s)

@@ -110,6 +110,8 @@ struct vsched__sleeper {
 	uint64_t wake_margin_ns;    /* learnt lateness of timed futex sleeps */
 	uint64_t fd_margin_ns;      /* the same, of timed epoll sleeps */
 	uint64_t tfd_at;            /* the timerfd's expiry as last set */
+	uint64_t sleep_cpu_ns;      /* measured CPU of a woken sleep (EWMA) */
+	unsigned sleeps;            /* sleeps armed: one in SLEEP_SAMPLE is timed */
 	struct vsched_poll_params params; /* the policy in force */
 	bool counted_runnable;
 	/* The last halt, for the policy to learn at the next halt's start

@@ -22,6 +22,14 @@ uint64_t vsched__clock_now(void *ctx)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t vsched__thread_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 int vsched__futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns,
 		       void *ctx)
 {

@@ -58,6 +58,10 @@ int vsched__os_ctl(const struct vsched__os_set *o, int op, int fd,
  * -errno (-EINTR for a signal). */
 int vsched__os_wait(const struct vsched__os_set *o, struct epoll_event *ev,
 		    int n, int timeout_ms);
+/* The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID, a clock_gettime
+ * syscall), or 0 when the kernel refuses it. */
+uint64_t vsched__thread_cpu_ns(void);
+
 /* Signal the eventfd (any thread; a saturated counter is still readable). */
 void vsched__os_signal(const struct vsched__os_set *o);
 /* Read and so reset a non-blocking eventfd or timerfd `fd`. */

@@ -21,7 +21,7 @@ int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
 	out->shrink = 2;
 	out->grow_start_ns = 10000;
 	out->wake_cost_ns = 50000;
-	out->latency_weight = 4;
+	out->latency_weight = 0;
 	out->decay_shift = 6;
 	return 0;
 }
@@ -47,9 +47,10 @@ int vsched_poll_init(const struct vsched_poll_params *caller,
 	if (!vsched__poll_params_ok(caller, &n) || !s)
 		return VSCHED_EINVAL;
 	memset(s, 0, sizeof(*s));
-	/* ADAPTIVE starts optimistic (poll the whole window) until it has
-	 * seen halts; KVM starts at 0 as Linux does. */
-	if (p->policy == VSCHED_POLL_FIXED || p->policy == VSCHED_POLL_ADAPTIVE)
+	/* ADAPTIVE starts at 0 until a halt shows that polling pays (the
+	 * slept halts it learns from have their wakeup taken out), as KVM
+	 * starts at 0 as Linux does. */
+	if (p->policy == VSCHED_POLL_FIXED)
 		s->window_ns = p->max_ns;
 	return 0;
 }
@@ -166,18 +167,21 @@ static uint64_t adaptive_choose(const struct vsched_poll_params *p,
 	struct adaptive_cand c[2 * VSCHED_POLL_BUCKETS];
 	uint64_t total = 0, below_cost = 0, above, jmax, low = UINT64_MAX;
 	unsigned n = 0, best = 0, pick = 0;
-	/* Clamped so that the sums below cannot overflow (2^31 x 2^32). */
-	/* Saturating: a product that wraps would make sleeping look free. */
-	const uint64_t b =
+	/* B, a sleep's cost: its CPU plus its weighted latency. Clamped so
+	 * that the sums below cannot overflow (2^31 x 2^32); saturating, as
+	 * a product that wraps would make sleeping look free. */
+	const uint64_t sc = p->sleep_cpu_ns ? p->sleep_cpu_ns : VSCHED_POLL_SLEEP_CPU_NS;
+	const uint64_t wl =
 		p->wake_cost_ns && p->latency_weight > UINT64_MAX / p->wake_cost_ns
 			? UINT64_MAX
 			: (uint64_t)p->latency_weight * p->wake_cost_ns;
+	const uint64_t b = wl > UINT64_MAX - sc ? UINT64_MAX : wl + sc;
 	const uint64_t lc = b < (UINT64_C(1) << 31) ? b : (UINT64_C(1) << 31);
 
 	for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++)
 		total += s->hist[i];
 	if (!total)
-		return p->max_ns;
+		return 0; /* no halt learnt: nothing says polling pays */
 	above = total;
 	/* W = 0: every halt sleeps. */
 	c[n++] = (struct adaptive_cand){ 0, 0, total, 0, 0 };
@@ -205,7 +209,10 @@ static uint64_t adaptive_choose(const struct vsched_poll_params *p,
 		if (c[i].j < c[best].j)
 			best = i;
 	}
+	/* The band, never above never polling (c[0]: every halt sleeps). */
 	jmax = c[best].j + (lc >> 4) * total;
+	if (jmax > c[0].j)
+		jmax = c[0].j;
 	/* Latency x CPU of the windows within the band (the others: out),
 	 * both scaled by the decay (total is about 2^(16 + decay_shift)): at
 	 * most 2^17 x 2^38. The window in force leaves the band only at
@@ -214,6 +221,8 @@ static uint64_t adaptive_choose(const struct vsched_poll_params *p,
 	 * goes mixes two windows' products). */
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t edge = jmax + (c[i].w == s->window_ns ? (lc >> 5) * total : 0);
+		if (edge > c[0].j)
+			edge = c[0].j;
 		c[i].prod = c[i].j > edge ? UINT64_MAX
 					  : ((c[i].slept + (total >> 5)) >> p->decay_shift) *
 						    (c[i].cpu >> p->decay_shift);

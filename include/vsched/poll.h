@@ -40,12 +40,16 @@ enum vsched_poll_policy {
 	/**
 	 * vsched's: keeps a decaying log2 histogram of halt lengths and polls
 	 * for a window W that minimises the expected cost per halt,
-	 * E[min(D, W)] + P(D > W) x (W + latency_weight x wake_cost_ns): poll
-	 * CPU spent, plus the weighted latency of every halt that ends up
-	 * asleep. Where that cost is flat (within 1/16 of a sleep's weighted
-	 * latency per halt), it takes the window with the lowest expected
-	 * latency x poll CPU, keeping the window in force or else the larger
-	 * between equals (doc/policies.md).
+	 * E[min(D, W)] + P(D > W) x (W + S + latency_weight x wake_cost_ns):
+	 * poll CPU spent, plus, for every halt that ends up asleep, the CPU
+	 * the sleep costs the sleeper (S, sleep_cpu_ns) and its weighted
+	 * latency. At the default latency_weight 0 that is the halt's whole
+	 * CPU: it polls only where polling costs less CPU than sleeping, and
+	 * there the wakeup is also faster. Where that cost is flat (within 1/16
+	 * of a sleep's cost per halt, and never above never polling), it takes
+	 * the window with the lowest expected latency x poll CPU, keeping the
+	 * window in force or else the larger between equals. With no halt
+	 * learnt yet it does not poll (doc/policies.md).
 	 */
 	VSCHED_POLL_ADAPTIVE = 3,
 };
@@ -71,10 +75,13 @@ struct vsched_poll_params {
 	 */
 	uint64_t wake_cost_ns;
 	/**
-	 * ADAPTIVE: ns of poll CPU worth one ns of wakeup latency. Default 4,
-	 * the rate KVM's defaults imply (a 200 us window against a ~50 us
-	 * sleeping wakeup). Polling continues while the expected remaining
-	 * wait is below latency_weight x wake_cost_ns.
+	 * ADAPTIVE, the one knob: ns of poll CPU worth one ns of wakeup
+	 * latency. Default 0: never spend more CPU polling than the sleeps it
+	 * avoids would cost (the policy polls only where that is cheaper, so
+	 * its CPU is at most a plain sleeper's). 4 is the rate KVM's defaults
+	 * imply (a 200 us window against a ~50 us sleeping wakeup). Polling
+	 * continues while the expected remaining wait is below
+	 * sleep_cpu_ns + latency_weight x wake_cost_ns.
 	 */
 	unsigned latency_weight;
 	/**
@@ -82,7 +89,19 @@ struct vsched_poll_params {
 	 * 6: about the last 64 halts).
 	 */
 	unsigned decay_shift;
+	/**
+	 * ADAPTIVE: CPU one sleep costs the sleeping thread (its futex or
+	 * epoll round trip, being scheduled out and back in) beyond a polled
+	 * wakeup. 0 (the default): the block engine measures it per sleeper
+	 * (thread CPU time across its sleeps, one in eight) and a replay
+	 * without the engine takes VSCHED_POLL_SLEEP_CPU_NS. Added in 0.3.
+	 */
+	uint64_t sleep_cpu_ns;
 };
+
+/** What ADAPTIVE takes for a sleep's CPU before the engine has measured
+ * one, and in a replay whose sleep_cpu_ns is 0. */
+#define VSCHED_POLL_SLEEP_CPU_NS 5000
 
 /** Number of log2 buckets the ADAPTIVE policy keeps (2^8 .. 2^21 ns). */
 #define VSCHED_POLL_BUCKETS 14

@@ -171,8 +171,12 @@ static void test_struct_growth(void **state)
 	np.unknown = 0;
 	assert_int_equal(vsched_poll_init(&np.p, &ps), 0);
 	assert_int_equal(vsched_vm_set_poll(vm, &np.p), 0);
-	np.p.size = sizeof(np.p) - 4;
+	/* A size that cuts a field of the minimum in two. */
+	np.p.size = offsetof(struct vsched_poll_params, decay_shift) + 2;
 	assert_int_equal(vsched_poll_init(&np.p, &ps), VSCHED_EINVAL);
+	/* A caller of 0.2, without sleep_cpu_ns: taken, the field as 0. */
+	np.p.size = offsetof(struct vsched_poll_params, sleep_cpu_ns);
+	assert_int_equal(vsched_poll_init(&np.p, &ps), 0);
 	/* In: timer descriptor. */
 	declare(vm, 0, "timer", 0, 0, NULL, NULL, 0);
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);

@@ -91,9 +91,13 @@ static void test_adaptive_follows_distribution(void **state)
 	struct vsched_poll_state s;
 	(void)state;
 	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 200000, &p), 0);
+	/* The knob turned to KVM's rate (a sleep worth 4 x its 50 us wakeup),
+	 * its CPU all but free: the latency-buying objective. */
+	p.latency_weight = 4;
+	p.sleep_cpu_ns = 1;
 	assert_int_equal(vsched_poll_init(&p, &s), 0);
-	/* Optimistic before it has data. */
-	assert_int_equal(vsched_poll_window(&p, &s), 200000);
+	/* No poll before it has data. */
+	assert_int_equal(vsched_poll_window(&p, &s), 0);
 	/* Fast wakeups: the window covers them. No longer halt has been seen,
 	 * so every window from theirs up costs the same by the histogram, and
 	 * it keeps the largest, as kvm would (it started at the maximum). */
@@ -118,9 +122,18 @@ static void test_adaptive_follows_distribution(void **state)
 		wake_at(&p, &s, i % 2 ? 3000 : 2000000);
 	w = vsched_poll_window(&p, &s);
 	assert_true(w >= 3000 && w <= 8192);
-	/* If an avoided sleep were worth nothing, never poll. */
+	/* If an avoided sleep were worth (almost) nothing, never poll. */
 	p.latency_weight = 0;
 	assert_int_equal(halt(&p, &s, 3000, true), 0);
+	/* At the default (a sleep's CPU taken as 5 us before the engine has
+	 * measured one), polling the 3 us half saves 2 us a halt there and
+	 * wastes the window on every 2 ms halt: CPU-neutral, it sleeps. */
+	p.sleep_cpu_ns = 0;
+	assert_int_equal(halt(&p, &s, 3000, true), 0);
+	/* With sleeps of 20 us it polls the fast half. */
+	p.sleep_cpu_ns = 20000;
+	w = halt(&p, &s, 3000, true);
+	assert_true(w >= 3000 && w <= 8192);
 }
 
 /* xorshift64, and a geometric delay in steps of `step` ns with mean about
@@ -155,6 +168,8 @@ static void test_adaptive_flat_objective(void **state)
 	(void)state;
 	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 200000, &p), 0);
 	p.wake_cost_ns = 12000;
+	p.latency_weight = 4;
+	p.sleep_cpu_ns = 1;
 	/* Exponential, mean 30 us: the hazard (1/30 us) stays above 1/48 us,
 	 * so J says poll through everything. Halts beyond 131 us are about 1
 	 * in 80, too rare for the histogram to see their bucket as more than
@@ -178,6 +193,51 @@ static void test_adaptive_flat_objective(void **state)
 		wake_at(&p, &s, d);
 	}
 	assert_true(wsum / 20000 >= 4096 && wsum / 20000 <= 10000);
+}
+
+/* The default (latency_weight 0) is CPU-neutral (issue 23): over any
+ * distribution of halts its poll CPU plus its sleeps' CPU is no more than
+ * a plain sleeper's (every halt a sleep), and it polls wherever that is
+ * cheaper. Each halt is charged as the engine charges it: polled to its
+ * wake (d <= W) or W of polling plus one sleep of `sc` CPU. */
+static void test_adaptive_cpu_neutral(void **state)
+{
+	static const struct { uint64_t mean, step, sc; bool polls; } fam[] = {
+		{ 2000, 100, 20000, true },    /* short, dear sleeps: poll */
+		{ 5000, 250, 20000, true },
+		{ 50000, 2500, 5000, false },  /* long, cheap sleeps: sleep */
+		{ 10000, 500, 30000, true },   /* the loaded host's 30 us sleeps */
+		{ 300000, 10000, 30000, false },
+	};
+	(void)state;
+	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+		struct vsched_poll_params p;
+		struct vsched_poll_state s;
+		uint64_t cpu = 0, never = 0, polled = 0;
+		assert_int_equal(vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 200000, &p), 0);
+		assert_int_equal(p.latency_weight, 0);
+		p.sleep_cpu_ns = fam[f].sc;
+		assert_int_equal(vsched_poll_init(&p, &s), 0);
+		for (int i = 0; i < 20000; i++) {
+			uint64_t d = geometric(fam[f].mean, fam[f].step);
+			uint64_t w = vsched_poll_window(&p, &s);
+			cpu += d <= w ? d : w + fam[f].sc;
+			polled += d <= w;
+			never += fam[f].sc;
+			wake_at(&p, &s, d);
+		}
+		print_message("mean %llu us, sleep %llu us: CPU %.3fx never polling, "
+			      "%llu of 20000 polled\n",
+			      (unsigned long long)fam[f].mean / 1000,
+			      (unsigned long long)fam[f].sc / 1000,
+			      (double)cpu / (double)never, (unsigned long long)polled);
+		/* The histogram's estimate, not an oracle: within 2%. */
+		assert_true(cpu <= never + never / 50);
+		if (fam[f].polls)
+			assert_true(polled > 20000 / 4 && cpu < never - never / 10);
+		else
+			assert_true(polled < 20000 / 20);
+	}
 }
 
 /* Review (issue 18): latency_weight x wake_cost_ns wrapped before it was
@@ -266,6 +326,7 @@ int main(void)
 		cmocka_unit_test(test_adaptive_flat_objective),
 		cmocka_unit_test(test_adaptive_huge_sleep_cost),
 		cmocka_unit_test(test_kvm_grow_saturates),
+		cmocka_unit_test(test_adaptive_cpu_neutral),
 		cmocka_unit_test(test_poll_bad_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
