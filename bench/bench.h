@@ -112,11 +112,9 @@ double vs_pingpong(long iters, uint64_t poll_ns);
  * GAP_PERIODIC a +- 5% (a steady timer or IPI ping-pong)
  * GAP_CYCLE    a repeating pattern: b gaps of a, then one of c
  * GAP_PHASE    blocks of d gaps, alternating exp(mean a) and exp(mean b)
- * GAP_PHASE_T  exp(mean a) and exp(mean b) in turn, switching after d ns of
- *              gaps
  */
 enum gap_kind { GAP_EXP, GAP_PARETO, GAP_BIMODAL, GAP_PERIODIC, GAP_CYCLE,
-		GAP_PHASE, GAP_PHASE_T };
+		GAP_PHASE };
 struct gap_family {
 	const char *name;
 	enum gap_kind kind;

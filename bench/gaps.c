@@ -44,17 +44,15 @@ const struct gap_family io_families[] = {
 	/* x_m 10 us, alpha 1.2 (mean 60 us before the cap), capped at 5 ms */
 	{ "io-pareto-10us-a1.2", GAP_PARETO, 10000, 1.2, 5000000, 0 },
 	{ "io-periodic-100us", GAP_PERIODIC, 100000, 0, 0, 0 },
-	/* exp(mean 10 us) and exp(mean 1 ms) in turn, switching every 50 ms
-	 * of gaps: shifts both ways, each phase long enough to learn */
-	{ "io-phase-10us-1ms", GAP_PHASE_T, 10000, 1000000, 0, 50e6 },
+	/* 100 gaps of exp(mean 10 us), then 100 of exp(mean 1 ms), in turn:
+	 * shifts both ways, each phase long enough to learn */
+	{ "io-phase-10us-1ms", GAP_PHASE, 10000, 1000000, 0, 100 },
 };
 const unsigned n_io_families = sizeof(io_families) / sizeof(io_families[0]);
 
 void gap_fill(const struct gap_family *g, uint64_t seed, uint64_t *out, size_t n)
 {
 	uint64_t s = seed;
-	double phase_t = 0;
-	int phase = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		double v;
@@ -76,16 +74,8 @@ void gap_fill(const struct gap_family *g, uint64_t seed, uint64_t *out, size_t n
 			v = i % ((size_t)g->b + 1) == (size_t)g->b ? g->c : g->a;
 			v *= 0.95 + 0.1 * gap_u01(&s);
 			break;
-		case GAP_PHASE:
+		default: /* GAP_PHASE */
 			v = gap_exp(&s, (i / (size_t)g->d) % 2 ? g->b : g->a);
-			break;
-		default: /* GAP_PHASE_T */
-			v = gap_exp(&s, phase ? g->b : g->a);
-			phase_t += v;
-			if (phase_t >= g->d) {
-				phase_t = 0;
-				phase = !phase;
-			}
 			break;
 		}
 		out[i] = v < 100 ? 100 : (uint64_t)v;

@@ -119,7 +119,7 @@ static double ratio1(double v, double b)
 static int run_timedwait(void)
 {
 	const int runs = opt_runs;
-	const double budget = (opt_quick ? 2.5 : 20.0) * 1e9 / (NTO * 4 * runs);
+	const double budget = (opt_quick ? 2.0 : 15.0) * 1e9 / (NTO * 4 * runs);
 	static struct tw res[NTO][2][2][MAX_RUNS];
 	struct ctx x;
 	struct epoll_event ev = { .events = EPOLLIN };
