@@ -33,7 +33,8 @@
  * barrier + kick, in its CPU time: one clock read included), kicks
  * per message, consumer syscalls per message (syscount.c: every epoll, read,
  * write, timerfd and futex call, vsched's included) and consumer sleeps
- * per message (voluntary context switches). Runs interleave the consumers
+ * per message (voluntary context switches), vsched's fd checks, and polls
+ * that found the message (a won poll) per message. Runs interleave the consumers
  * (forward, then reverse order), each run draws its own gaps, the same for
  * every consumer, and stops at its share of the wall-time budget (a loaded
  * host stretches every sleeping wakeup); medians of the runs, ratios
@@ -185,7 +186,7 @@ static void *producer(void *arg)
 
 /* What one run of one consumer measured, per message. */
 struct res {
-	double p50, p99, cpu, notify, kicks, sys, sleeps, fd_checks;
+	double p50, p99, cpu, notify, kicks, sys, sleeps, fd_checks, won;
 	size_t n;      /* messages */
 	uint64_t wall; /* ns the run took */
 };
@@ -199,7 +200,7 @@ static uint64_t nvcsw(void)
 
 /* Wait until the ring has a message, QEMU's way: aio_poll(ctx, true)
  * until one of them finds it. */
-static void qemu_wait(struct io *io, int ep, struct qemu_poll *q)
+static void qemu_wait(struct io *io, int ep, struct qemu_poll *q, uint64_t *won)
 {
 	struct epoll_event ev;
 
@@ -210,6 +211,7 @@ static void qemu_wait(struct io *io, int ep, struct qemu_poll *q)
 			for (;;) {
 				if (io_cond(io)) {
 					progress = true;
+					++*won;
 					break;
 				}
 				if (now_ns() - start >= q->ns)
@@ -254,7 +256,7 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 	struct vsched_waiter *w = NULL;
 	struct qemu_poll q = { .max_ns = QEMU_POLL_MAX_NS };
 	struct epoll_event ev = { .events = EPOLLIN };
-	uint64_t *lat = malloc(n * sizeof(*lat)), fd_checks = 0;
+	uint64_t *lat = malloc(n * sizeof(*lat)), fd_checks = 0, won = 0;
 	struct res r = { 0 };
 	int ep = -1;
 	pthread_t th;
@@ -297,6 +299,7 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 				struct vsched_block_result br = { .size = sizeof(br) };
 				int rc = vsched_waiter_wait(w, VSCHED_DEADLINE_NONE, &br);
 				fd_checks += br.fd_checks;
+				won += br.poll_won && rc == VSCHED_WAKE_REQUEST;
 				if (rc == VSCHED_WAKE_FD)
 					drain(io.efd);
 				else if (rc < 0)
@@ -305,7 +308,7 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 					break;
 			}
 		} else if (c == C_QEMU) {
-			qemu_wait(&io, ep, &q);
+			qemu_wait(&io, ep, &q, &won);
 		} else {
 			epoll_loop_wait(&io, ep);
 		}
@@ -326,6 +329,7 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 	r.notify = (double)io.notify_ns / (double)n;
 	r.kicks = (double)io.kicks / (double)n;
 	r.fd_checks = (double)fd_checks / (double)n;
+	r.won = (double)won / (double)n;
 	r.n = n;
 	qsort(lat, n, sizeof(*lat), cmp_u64);
 	r.p50 = (double)lat[n / 2];
@@ -356,6 +360,7 @@ static const struct {
 	{ "consumer_syscalls_per_msg", "count", 1, offsetof(struct res, sys) },
 	{ "consumer_sleeps_per_msg", "count", 1, offsetof(struct res, sleeps) },
 	{ "fd_checks_per_msg", "count", 1, offsetof(struct res, fd_checks) },
+	{ "polls_won_per_msg", "count", 1, offsetof(struct res, won) },
 };
 #define NMET (sizeof(metrics) / sizeof(metrics[0]))
 
@@ -451,9 +456,9 @@ static int run_iothread(void)
 	for (unsigned f = 0; f < n_io_families; f++) {
 		const char *fam = io_families[f].name;
 		if (!opt_json) {
-			printf("\n%-20s %-16s %8s %8s %9s %9s %7s %9s %8s %8s\n", fam, "consumer",
-			       "p50 us", "p99 us", "cons us", "notify us", "kicks", "syscalls",
-			       "sleeps", "fdchk");
+			printf("\n%-20s %-16s %8s %8s %9s %9s %7s %9s %8s %8s %6s\n", fam,
+			       "consumer", "p50 us", "p99 us", "cons us", "notify us", "kicks",
+			       "syscalls", "sleeps", "fdchk", "won");
 		}
 		for (int c = 0; c < NCONS; c++) {
 			double v[NMET], rt[NMET], lo, hi;
@@ -474,9 +479,9 @@ static int run_iothread(void)
 			}
 			if (opt_json)
 				continue;
-			printf("%-20s %-16s %8.2f %8.2f %9.2f %9.2f %7.3f %9.2f %8.3f %8.2f\n",
-			       "", cons_name[c], v[0] * 1e-3, v[1] * 1e-3,
-			       v[2] * 1e-3, v[3] * 1e-3, v[4], v[5], v[6], v[7]);
+			printf("%-20s %-16s %8.2f %8.2f %9.2f %9.2f %7.3f %9.2f %8.3f %8.2f "
+			       "%6.3f\n", "", cons_name[c], v[0] * 1e-3, v[1] * 1e-3,
+			       v[2] * 1e-3, v[3] * 1e-3, v[4], v[5], v[6], v[7], v[8]);
 		}
 		if (!opt_json)
 			for (int c = C_VSCHED; c <= C_KNOB; c++) {
