@@ -60,11 +60,15 @@ enum { C_VSCHED, C_KNOB, C_QEMU, C_EPOLL, NCONS };
 static const char *cons_name[NCONS] = { "vsched", "vsched-knob", "qemu", "epoll" };
 
 static unsigned opt_knob_max_us = QEMU_POLL_MAX_NS / 1000, opt_knob_weight;
+static const char *opt_io_family;
 
-/* --io-poll-max-us N and --io-latency-weight N: vsched-knob's policy. */
+/* --io-poll-max-us N and --io-latency-weight N: vsched-knob's policy;
+ * --io-family PREFIX: only the families whose name starts so. */
 static int iothread_option(int argc, char **argv, int i)
 {
-	if (!strcmp(argv[i], "--io-poll-max-us") && i + 1 < argc)
+	if (!strcmp(argv[i], "--io-family") && i + 1 < argc)
+		opt_io_family = argv[i + 1];
+	else if (!strcmp(argv[i], "--io-poll-max-us") && i + 1 < argc)
 		opt_knob_max_us = (unsigned)atoi(argv[i + 1]);
 	else if (!strcmp(argv[i], "--io-latency-weight") && i + 1 < argc)
 		opt_knob_weight = (unsigned)atoi(argv[i + 1]);
@@ -409,8 +413,17 @@ static int run_iothread(void)
 	double ovh[MAX_RUNS];
 	char knob[64];
 
+	unsigned fam[16], nf = 0;
 	if (n_io_families > 16)
 		abort();
+	for (unsigned f = 0; f < n_io_families; f++)
+		if (!opt_io_family ||
+		    !strncmp(io_families[f].name, opt_io_family, strlen(opt_io_family)))
+			fam[nf++] = f;
+	if (!nf) {
+		fprintf(stderr, "iothread: no family starts with %s\n", opt_io_family);
+		return 2;
+	}
 	snprintf(knob, sizeof(knob), "vsched-max%uus%s", opt_knob_max_us,
 		 opt_knob_weight ? "-w" : "");
 	if (opt_knob_weight)
@@ -421,7 +434,7 @@ static int run_iothread(void)
 		double la[3];
 		getloadavg(la, 3);
 		printf("iothread: %u gap families x %d consumers x %d runs, ~%.0f ms of gaps "
-		       "per run; load average %.2f %.2f %.2f\n", n_io_families, NCONS, runs,
+		       "per run; load average %.2f %.2f %.2f\n", nf, NCONS, runs,
 		       per_run / 1e6, la[0], la[1], la[2]);
 	}
 	for (int r = 0; r < runs; r++) {
@@ -432,7 +445,8 @@ static int run_iothread(void)
 		struct res cal = run_one(C_EPOLL, cg, 100, UINT64_MAX);
 		ovh[r] = (double)cal.wall / (double)cal.n - 5000;
 		ovh[r] = ovh[r] < 1000 ? 1000 : ovh[r];
-		for (unsigned f = 0; f < n_io_families; f++) {
+		for (unsigned k = 0; k < nf; k++) {
+			unsigned f = fam[k];
 			/* as many gaps as fit the run's share */
 			size_t cap = (size_t)(per_run / 1000) + 16, n = 0;
 			uint64_t *g = malloc(cap * sizeof(*g));
@@ -444,19 +458,20 @@ static int run_iothread(void)
 				n++;
 			if (n < 20)
 				n = 20;
-			for (int k = 0; k < NCONS; k++) {
-				int c = r % 2 ? NCONS - 1 - k : k; /* ABBA: forward, reverse */
+			for (int j = 0; j < NCONS; j++) {
+				int c = r % 2 ? NCONS - 1 - j : j; /* ABBA: forward, reverse */
 				res[f][r][c] = run_one(c, g, n, (uint64_t)(3 * per_run));
-				if ((r == 0 && k == 0) || res[f][r][c].n < nmsg[f])
+				if ((r == 0 && j == 0) || res[f][r][c].n < nmsg[f])
 					nmsg[f] = res[f][r][c].n;
 			}
 			free(g);
 		}
 	}
-	for (unsigned f = 0; f < n_io_families; f++) {
-		const char *fam = io_families[f].name;
+	for (unsigned k = 0; k < nf; k++) {
+		unsigned f = fam[k];
+		const char *fname = io_families[f].name;
 		if (!opt_json) {
-			printf("\n%-20s %-16s %8s %8s %9s %9s %7s %9s %8s %8s %6s\n", fam,
+			printf("\n%-20s %-16s %8s %8s %9s %9s %7s %9s %8s %8s %6s\n", fname,
 			       "consumer", "p50 us", "p99 us", "cons us", "notify us", "kicks",
 			       "syscalls", "sleeps", "fdchk", "won");
 		}
@@ -465,7 +480,7 @@ static int run_iothread(void)
 			for (unsigned m = 0; m < NMET; m++) {
 				char name[160];
 				v[m] = med(res[f], runs, c, m, &rt[m], &lo, &hi);
-				snprintf(name, sizeof(name), "%s/%s/%s", fam, cons_name[c],
+				snprintf(name, sizeof(name), "%s/%s/%s", fname, cons_name[c],
 					 metrics[m].name);
 				if (opt_json)
 					json_line(&(struct json_line){
@@ -505,7 +520,8 @@ static int run_iothread(void)
 		       cons_name[C_KNOB]);
 		printf("%-20s %9s %9s %9s %9s   %9s %9s %9s %9s\n", "family", "p50", "p99",
 		       "cons CPU", "kicks", "p50", "p99", "cons CPU", "kicks");
-		for (unsigned f = 0; f < n_io_families; f++) {
+		for (unsigned k = 0; k < nf; k++) {
+			unsigned f = fam[k];
 			double rt[2][NMET], lo, hi;
 			for (int c = 0; c < 2; c++)
 				for (unsigned m = 0; m < NMET; m++)
@@ -525,6 +541,6 @@ const struct bench bench_iothread = {
 		"AioContext polling and a plain epoll loop",
 	.run = run_iothread,
 	.in_all = false,
-	.usage = "[--io-poll-max-us N] [--io-latency-weight N]",
+	.usage = "[--io-family PREFIX] [--io-poll-max-us N] [--io-latency-weight N]",
 	.option = iothread_option,
 };
