@@ -38,7 +38,7 @@ struct bench {
 
 extern const struct bench bench_request, bench_wakeup, bench_instr, bench_overshoot,
 	bench_pmi, bench_idle, bench_hook, bench_scale, bench_waiter, bench_timer,
-	bench_policy;
+	bench_policy, bench_iothread, bench_timedwait;
 
 /* --json, --quick, --runs N (1..MAX_RUNS, default 5). */
 extern int opt_json, opt_quick, opt_runs;
@@ -102,5 +102,68 @@ struct pp {
 };
 void *vs_peer(void *arg);
 double vs_pingpong(long iters, uint64_t poll_ns);
+
+/*
+ * Seeded gap families (gaps.c): one kind and its parameters (ns, shapes,
+ * fractions).
+ * GAP_EXP      exponential, mean a
+ * GAP_PARETO   Pareto, x_m a, alpha b, capped at c (0: 10 s)
+ * GAP_BIMODAL  fraction a exp(mean b), the rest uniform in [c, d]
+ * GAP_PERIODIC a +- 5% (a steady timer or IPI ping-pong)
+ * GAP_CYCLE    a repeating pattern: b gaps of a, then one of c
+ * GAP_PHASE    blocks of d gaps, alternating exp(mean a) and exp(mean b)
+ */
+enum gap_kind { GAP_EXP, GAP_PARETO, GAP_BIMODAL, GAP_PERIODIC, GAP_CYCLE,
+		GAP_PHASE };
+struct gap_family {
+	const char *name;
+	enum gap_kind kind;
+	double a, b, c, d;
+};
+/* The I/O thread's seven families (issue 23), replayed by `policy` too. */
+extern const struct gap_family io_families[];
+extern const unsigned n_io_families;
+/* n gaps of family g from `seed` (deterministic), each at least 100 ns. */
+void gap_fill(const struct gap_family *g, uint64_t seed, uint64_t *out, size_t n);
+/* splitmix64: a uniform in (0, 1), advancing *s. */
+double gap_u01(uint64_t *s);
+
+/*
+ * QEMU's stock AioContext adaptive polling (util/aio-posix.c,
+ * adjust_polling_time(); re-implemented here, not copied): one window
+ * `ns`, learnt from block_ns, the whole aio_poll() from before its poll to
+ * after its wait. A block no longer than the window changes nothing; one
+ * longer than max_ns shrinks it (divide by `shrink`, 0: reset to 0); one
+ * shorter than max_ns grows it while below max_ns (0 -> 4 us, else x grow,
+ * 0 meaning 2), capped at max_ns. QEMU's defaults: max 32 us, grow 0,
+ * shrink 0.
+ */
+struct qemu_poll {
+	uint64_t ns, max_ns;
+	unsigned grow, shrink;
+};
+#define QEMU_POLL_MAX_NS 32000
+#define QEMU_POLL_START_NS 4000
+static inline void qemu_poll_adjust(struct qemu_poll *q, uint64_t block_ns)
+{
+	if (block_ns <= q->ns)
+		return; /* the sweet spot */
+	if (block_ns > q->max_ns) {
+		q->ns = q->shrink ? q->ns / q->shrink : 0;
+	} else if (q->ns < q->max_ns && block_ns < q->max_ns) {
+		q->ns = q->ns ? q->ns * (q->grow ? q->grow : 2) : QEMU_POLL_START_NS;
+		if (q->ns > q->max_ns)
+			q->ns = q->max_ns;
+	}
+}
+
+/*
+ * Syscall counts of the calling thread (syscount.c): the bench binary
+ * interposes the libc wrappers the library and the benchmarks wait and
+ * notify with (epoll_wait, epoll_pwait, read, write, timerfd_settime,
+ * clock_nanosleep, and syscall() for futexes), so a count is a count of
+ * what was really called, in vsched or in a baseline.
+ */
+uint64_t syscalls_now(void);
 
 #endif

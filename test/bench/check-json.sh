@@ -1,12 +1,18 @@
 #!/bin/sh
 # vsched-bench --json: every line is one object with every field of the
 # documented shape (bench, metric, unit, value, baseline, baseline_value,
-# ratio, runs, min, max). Checks the shape on a tiny run, never the speed.
+# ratio, runs, min, max). Checks the shape on a tiny run, never the speed:
+# `all`, then iothread and timedwait (not in `all`). The iothread and
+# timedwait lines: every family x consumer x metric and every timeout x
+# pair x metric is there.
 # usage: check-json.sh VSCHED_BENCH
 set -eu
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 "$1" --quick --json --runs 1 > "$out"
+# the benchmarks not in `all`, smoke runs of their own
+"$1" --quick --json --runs 1 iothread >> "$out"
+"$1" --quick --json --runs 1 timedwait >> "$out"
 lines=$(wc -l < "$out")
 [ "$lines" -gt 20 ] || { echo "FAIL: only $lines objects"; exit 1; }
 awk '
@@ -20,12 +26,35 @@ awk '
 	for (i in k)
 		if ($0 !~ ("\"" k[i] "\": -?[0-9][0-9.e+-]*")) { print "FAIL: " k[i] " missing in " $0; bad = 1 }
 	b[$0 ~ /"bench": "[a-z]+"/ ? substr($0, index($0, "\"bench\": \"") + 10, 8) : "?"]++
+	if ($0 ~ /"ratio": (inf|nan)/ || $0 ~ /"value": (inf|nan|-nan)/) { print "FAIL: not a number: " $0; bad = 1 }
 }
 END {
 	if (bad) exit 1
 	printf "%d objects, all with the ten fields\n", n
 }' "$out"
-for bench in request wakeup pmi idle hook scale waiter timer policy; do
+for bench in request wakeup pmi idle hook scale waiter timer policy iothread timedwait; do
 	grep -q "\"bench\": \"$bench\"" "$out" || { echo "FAIL: no $bench objects"; exit 1; }
 done
+# every iothread family for each consumer, every timedwait timeout per pair
+for fam in io-exp-5us io-exp-50us io-exp-500us io-bimodal-2us-2ms io-pareto-10us-a1.2 \
+	   io-periodic-100us io-phase-10us-1ms; do
+	for c in vsched qemu epoll; do
+		for m in wakeup_p50 wakeup_p99 consumer_cpu_per_msg kicks_per_msg \
+			 consumer_syscalls_per_msg producer_notify_cpu_per_msg; do
+			grep -q "\"metric\": \"$fam/$c/$m\"" "$out" ||
+				{ echo "FAIL: no iothread $fam/$c/$m"; exit 1; }
+		done
+	done
+done
+for pair in fd nofd; do
+	for to in 0 10 20 50 100 200 500 1000; do
+		for m in cpu_per_call overshoot_median overshoot_p99; do
+			grep -q "\"metric\": \"$pair/${to}us/$m\"" "$out" ||
+				{ echo "FAIL: no timedwait $pair/${to}us/$m"; exit 1; }
+		done
+	done
+done
+# the policy replay's waiter-style traces are judged against qemu
+grep -q '"metric": "io-exp-50us/adaptive/mean_latency".*"baseline": "qemu"' "$out" ||
+	{ echo "FAIL: io-* policy traces not against qemu"; exit 1; }
 echo OK

@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * timedwait: timed waits that end at their deadline (issue 23), at timeouts
+ * of 0 to 1000 us, against the stock way to wait:
+ *
+ * - with fds: vsched_vcpu_block_ex() on a vCPU with one registered eventfd
+ *   that is never written (the VM's default policy), against a Solo5-hvt
+ *   style poll body: timerfd_settime(TFD_TIMER_ABSTIME) on the deadline,
+ *   epoll_pwait on the eventfd and the timerfd, read the timerfd (a zero
+ *   timeout: one epoll_pwait(0), nothing armed);
+ * - without fds: vsched_vcpu_block_ex() on the futex path against
+ *   clock_nanosleep(TIMER_ABSTIME) with the thread's own timer slack.
+ *
+ * Per timeout and pair: CPU per call (CLOCK_THREAD_CPUTIME_ID over the
+ * calls), overshoot median and p99 (return minus deadline), syscalls per
+ * call (syscount.c). Runs interleave vsched and the baseline (forward, then
+ * reverse); medians of the runs, ratios as the median of per-run ratios.
+ */
+#define _GNU_SOURCE
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+static const unsigned timeouts_us[] = { 0, 10, 20, 50, 100, 200, 500, 1000 };
+#define NTO (sizeof(timeouts_us) / sizeof(timeouts_us[0]))
+
+/* pair 0: with fds, pair 1: without; impl 0: vsched, impl 1: baseline */
+static const char *const pair_name[2] = { "fd", "nofd" };
+static const char *const base_name[2] = { "timerfd_epoll_pwait", "clock_nanosleep" };
+
+struct tw {
+	double cpu, med, p99, sys;
+};
+
+struct ctx {
+	struct vsched_vm *vm;
+	struct vsched_vcpu *v[2]; /* [0] with the eventfd, [1] without */
+	int efd, ep, tfd;
+};
+
+static struct timespec ts_of(uint64_t ns)
+{
+	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000ull),
+				  .tv_nsec = (long)(ns % 1000000000ull) };
+}
+
+/* One wait until dl the baseline's way. */
+static void base_wait(struct ctx *x, int pair, uint64_t dl, bool zero)
+{
+	struct epoll_event ev[2];
+	if (pair == 1) {
+		struct timespec ts = ts_of(dl);
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL))
+			;
+		return;
+	}
+	if (zero) {
+		epoll_pwait(x->ep, ev, 2, 0, NULL);
+		return;
+	}
+	struct itimerspec its = { .it_value = ts_of(dl) };
+	timerfd_settime(x->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+	for (;;) {
+		int n = epoll_pwait(x->ep, ev, 2, -1, NULL);
+		for (int i = 0; i < n; i++)
+			if (ev[i].data.u64 == 1) { /* the timer */
+				uint64_t v;
+				if (read(x->tfd, &v, sizeof(v)) < 0)
+					abort();
+				return;
+			}
+	}
+}
+
+/* n waits of `to` ns each by impl on pair. */
+static struct tw run_block(struct ctx *x, int pair, int impl, uint64_t to, int n)
+{
+	uint64_t *late = malloc((size_t)n * sizeof(*late));
+	struct tw r;
+
+	if (!late)
+		abort();
+	uint64_t cpu0 = thread_cpu_ns(), sys0 = syscalls_now();
+	for (int i = 0; i < n; i++) {
+		uint64_t dl = now_ns() + to;
+		if (impl == 0) {
+			int rc = vsched_vcpu_block(x->v[pair], dl);
+			if (rc != VSCHED_WAKE_DEADLINE)
+				abort(); /* nothing else can wake it */
+		} else {
+			base_wait(x, pair, dl, to == 0);
+		}
+		uint64_t t = now_ns();
+		late[i] = t > dl ? t - dl : 0;
+	}
+	r.cpu = (double)(thread_cpu_ns() - cpu0) / n;
+	r.sys = (double)(syscalls_now() - sys0) / n;
+	qsort(late, (size_t)n, sizeof(*late), cmp_u64);
+	r.med = (double)late[n / 2];
+	r.p99 = (double)late[(size_t)n * 99 / 100];
+	free(late);
+	return r;
+}
+
+static double ratio1(double v, double b)
+{
+	return b > 0 ? v / b : (v > 0 ? 1e9 : 1.0);
+}
+
+static int run_timedwait(void)
+{
+	const int runs = opt_runs;
+	const double budget = (opt_quick ? 2.0 : 15.0) * 1e9 / (NTO * 4 * runs);
+	static struct tw res[NTO][2][2][MAX_RUNS];
+	struct ctx x;
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	memset(&x, 0, sizeof(x));
+	if (vsched_vm_create(NULL, &x.vm) || vsched_request_finalize(x.vm, 0) ||
+	    vsched_vcpu_create(x.vm, 0, NULL, &x.v[0]) ||
+	    vsched_vcpu_create(x.vm, 1, NULL, &x.v[1]))
+		abort();
+	x.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	x.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	x.ep = epoll_create1(EPOLL_CLOEXEC);
+	if (x.efd < 0 || x.tfd < 0 || x.ep < 0 ||
+	    vsched_vcpu_fd_add(x.v[0], x.efd, EPOLLIN, 0))
+		abort();
+	ev.data.u64 = 0;
+	if (epoll_ctl(x.ep, EPOLL_CTL_ADD, x.efd, &ev))
+		abort();
+	ev.data.u64 = 1;
+	if (epoll_ctl(x.ep, EPOLL_CTL_ADD, x.tfd, &ev))
+		abort();
+	pin(0);
+	if (!opt_json) {
+		double la[3];
+		getloadavg(la, 3);
+		printf("timedwait: %zu timeouts x {fd, nofd} x {vsched, baseline} x %d runs, "
+		       "thread timer slack %d ns; load average %.2f %.2f %.2f\n", NTO, runs,
+		       prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), la[0], la[1], la[2]);
+	}
+	for (int r = 0; r < runs; r++)
+		for (unsigned t = 0; t < NTO; t++)
+			for (int pair = 0; pair < 2; pair++)
+				for (int k = 0; k < 2; k++) {
+					int impl = r % 2 ? 1 - k : k;
+					uint64_t to = timeouts_us[t] * 1000ull;
+					int n = (int)(budget / ((double)to + 20000));
+					n = n < 20 ? 20 : n > 20000 ? 20000 : n;
+					res[t][pair][impl][r] = run_block(&x, pair, impl, to, n);
+				}
+	static const struct {
+		const char *name;
+		size_t off;
+		const char *unit;
+	} mets[] = {
+		{ "cpu_per_call", offsetof(struct tw, cpu), "ns" },
+		{ "overshoot_median", offsetof(struct tw, med), "ns" },
+		{ "overshoot_p99", offsetof(struct tw, p99), "ns" },
+		{ "syscalls_per_call", offsetof(struct tw, sys), "count" },
+	};
+	for (int pair = 0; pair < 2; pair++) {
+		if (!opt_json)
+			printf("\n%-5s %8s | %-29s | %-29s | %-29s | %s\n", pair_name[pair],
+			       "timeout", "CPU us/call vsched base ratio",
+			       "overshoot med us vs base", "overshoot p99 us vs base",
+			       "syscalls vsched base");
+		for (unsigned t = 0; t < NTO; t++) {
+			double mv[4], mb[4], mr[4];
+			for (unsigned m = 0; m < 4; m++) {
+				double v[MAX_RUNS], b[MAX_RUNS], rt[MAX_RUNS], lo = 0, hi = 0;
+				char name[128];
+				for (int r = 0; r < runs; r++) {
+					v[r] = *(double *)((char *)&res[t][pair][0][r] + mets[m].off);
+					b[r] = *(double *)((char *)&res[t][pair][1][r] + mets[m].off);
+					rt[r] = ratio1(v[r], b[r]);
+					lo = r == 0 || v[r] < lo ? v[r] : lo;
+					hi = r == 0 || v[r] > hi ? v[r] : hi;
+				}
+				mv[m] = median(v, runs);
+				mb[m] = median(b, runs);
+				mr[m] = median(rt, runs);
+				snprintf(name, sizeof(name), "%s/%uus/%s", pair_name[pair],
+					 timeouts_us[t], mets[m].name);
+				if (opt_json)
+					json_line(&(struct json_line){
+						.bench = "timedwait", .metric = name,
+						.unit = mets[m].unit, .baseline = base_name[pair],
+						.value = mv[m], .baseline_value = mb[m],
+						.ratio = mr[m], .runs = runs, .min = lo, .max = hi,
+						.prec = 2, .ratio_prec = 3 });
+			}
+			if (!opt_json)
+				printf("%-5s %6uus | %8.2f %8.2f %9.2fx | %8.2f %8.2f %9s | "
+				       "%8.2f %8.2f %9s | %6.2f %6.2f\n", "", timeouts_us[t],
+				       mv[0] / 1e3, mb[0] / 1e3, mr[0], mv[1] / 1e3, mb[1] / 1e3, "",
+				       mv[2] / 1e3, mb[2] / 1e3, "", mv[3], mb[3]);
+		}
+	}
+	if (!opt_json)
+		printf("\n(baselines: fd = %s, nofd = %s; goal of issue 23: CPU per call <= "
+		       "1.1x, overshoot median <= 10 us)\n", base_name[0], base_name[1]);
+	vsched_vm_destroy(x.vm);
+	close(x.efd);
+	close(x.tfd);
+	close(x.ep);
+	fflush(stdout);
+	return 0;
+}
+
+const struct bench bench_timedwait = {
+	.name = "timedwait",
+	.desc = "timed waits (0-1000 us, with and without fds) against timerfd + "
+		"epoll_pwait and clock_nanosleep",
+	.run = run_timedwait,
+	.in_all = false,
+};
