@@ -419,6 +419,14 @@ static void test_wrong_shape_hist_is_missing(void **state)
 	assert_int_equal(gov_stats(g).model, VSCHED_KVM_GOV_SUMS);
 	vsched_kvm_gov_destroy(g);
 	fake_free(k);
+	/* Seconds rather than nanoseconds (exponent 0) is no ns histogram. */
+	memcpy(d, full, sizeof(d));
+	d[9].exponent = 0; /* halt_wait_hist */
+	k = fake_new(d, sizeof(d) / sizeof(d[0]), 1);
+	assert_int_equal(gov_new(k, 1, NULL, &g), 0);
+	assert_int_equal(gov_stats(g).model, VSCHED_KVM_GOV_SUMS);
+	vsched_kvm_gov_destroy(g);
+	fake_free(k);
 }
 
 /* Polls whose wakeup found nothing to do teach nothing. */
