@@ -173,8 +173,11 @@ struct vsched_kvm_gov_stats {
 	uint64_t halts_polled;
 	/** ... of them slept ... */
 	uint64_t halts_slept;
-	/** ... polls whose wakeup found nothing to do. */
+	/** ... polls whose wakeup found nothing to do ... */
 	uint64_t halts_invalid;
+	/** ... polls that gave up (KVM's halt_attempted_poll is
+	 * halts_polled + polls_failed). */
+	uint64_t polls_failed;
 	/** KVM's halt_poll_success_ns since attach. */
 	uint64_t poll_success_ns;
 	/** KVM's halt_poll_fail_ns since attach. */

@@ -348,11 +348,13 @@ static uint64_t field_delta(const struct gvcpu *v, enum field k)
 static unsigned classes_hist(const struct gvcpu *v, struct hclass *c,
 			     struct vsched_kvm_gov_stats *st)
 {
-	uint64_t ns = 0, nw = 0, inv, fail_ns = 0, part;
+	uint64_t ns = 0, nw = 0, nf = 0, inv, fail_ns = 0, part;
 	unsigned n = 0;
 
 	for (unsigned i = 0; i < v->f[F_SUCC_HIST].n; i++)
 		ns += delta(v, F_SUCC_HIST, i);
+	for (unsigned i = 0; i < v->f[F_FAIL_HIST].n; i++)
+		nf += delta(v, F_FAIL_HIST, i);
 	for (unsigned i = 0; i < v->f[F_WAIT_HIST].n; i++)
 		nw += delta(v, F_WAIT_HIST, i);
 	if (v->f[F_FAIL_NS].have)
@@ -383,6 +385,7 @@ static unsigned classes_hist(const struct gvcpu *v, struct hclass *c,
 	st->halts_polled += ns;
 	st->halts_slept += nw;
 	st->halts_invalid += inv;
+	st->polls_failed += nf;
 	return n;
 }
 
@@ -413,6 +416,7 @@ static unsigned classes_sums(const struct gvcpu *v, struct hclass *c,
 	st->halts_polled += ns;
 	st->halts_slept += nsl;
 	st->halts_invalid += inv;
+	st->polls_failed += na > ns ? na - ns : 0;
 	return n;
 }
 
@@ -794,7 +798,8 @@ int vsched_kvm_gov_read_stats(const struct vsched_kvm_gov *g,
 	X(vcpus) X(model) X(samples) X(decisions) X(cap_changes)               \
 	X(held_hysteresis) X(held_rate) X(read_errors) X(set_errors) X(cap_ns) \
 	X(window_ns) X(halts) X(halts_polled) X(halts_slept) X(halts_invalid)  \
-	X(poll_success_ns) X(poll_fail_ns) X(wait_ns) X(last_halts)
+	X(polls_failed) X(poll_success_ns) X(poll_fail_ns) X(wait_ns)          \
+	X(last_halts)
 
 int vsched_kvm_gov_stats_write(const struct vsched_kvm_gov *g, FILE *f,
 			       unsigned format)

@@ -306,6 +306,7 @@ static void test_long_halts_close_cap(void **state)
 	assert_int_equal(k->cap, 0);
 	assert_int_equal(st.cap_ns, 0);
 	assert_int_equal(st.halts_slept, 800);
+	assert_int_equal(st.polls_failed, 800);
 	assert_int_equal(st.poll_fail_ns, 800 * 200000ull);
 	vsched_kvm_gov_destroy(g);
 	fake_free(k);
@@ -386,6 +387,9 @@ static void test_sums_model(void **state)
 	}
 	assert_int_equal(k->cap, 0);
 	assert_int_equal(gov_stats(g).halts_slept, 16 * 200);
+	/* KVM polled in vain until the cap reached 0, and no more after. */
+	assert_true(gov_stats(g).polls_failed > 0);
+	assert_true(gov_stats(g).polls_failed < 16 * 200);
 	vsched_kvm_gov_destroy(g);
 	fake_free(k);
 }
