@@ -68,6 +68,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 #include <vsched/poll.h>
+#include <vsched/stats.h>
 #include <vsched/version.h>
 
 #ifdef __cplusplus
