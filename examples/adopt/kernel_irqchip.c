@@ -291,6 +291,7 @@ int main(void)
 	bool ok = true;
 	long long n0, n1;
 
+	setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows even if killed */
 	if (rc == 77) {
 		printf("kernel_irqchip: no /dev/kvm here: skipped\n");
 		return 77;
@@ -312,10 +313,11 @@ int main(void)
 	}
 	if (!check(rc == 0, "attach"))
 		return 1;
-	printf("kernel_irqchip: model %s\n",
+	printf("kernel_irqchip: attached; model %s\n",
 	       stats(gov).model == VSCHED_KVM_GOV_HIST ? "histograms" : "sums");
 	for (unsigned i = 0; i < NVCPUS; i++)
 		pthread_create(&vcpus[i].thread, NULL, vcpu_thread, &vcpus[i]);
+	printf("kernel_irqchip: vCPUs running\n");
 
 	/* 2, 3. The stats are read, and the cap read back through them. */
 	n0 = attempts_with_cap(gov, 0);
@@ -348,6 +350,7 @@ int main(void)
 		vsched_kvm_gov_destroy(gov);
 	}
 
+	printf("kernel_irqchip: stopping the vCPUs\n");
 	atomic_store(&stop, true);
 	for (unsigned i = 0; i < NVCPUS; i++) {
 		__atomic_store_n(&vcpus[i].run->immediate_exit, 1, __ATOMIC_SEQ_CST);
