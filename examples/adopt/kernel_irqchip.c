@@ -281,7 +281,7 @@ static long long attempts_with_cap(struct vsched_kvm_gov *gov, uint64_t cap)
 int main(void)
 {
 	struct sigaction sa = { .sa_handler = on_kick }; /* no SA_RESTART */
-	int fds[NVCPUS], rc = vm_init();
+	int fds[NVCPUS], sfds[NVCPUS], rc = vm_init();
 	struct vsched_kvm_gov_config cfg = {
 		.size = sizeof(cfg),
 		.interval_ns = 20000000,    /* a sample every 20 ms */
@@ -303,8 +303,12 @@ int main(void)
 		if (vcpu_init(i))
 			return 1;
 		fds[i] = vcpus[i].fd;
+		/* The VMM's own stats fd of each vCPU, opened before it runs:
+		 * KVM_GET_STATS_FD is a vCPU ioctl and waits while the vCPU is
+		 * in KVM_RUN, halted or not. */
+		sfds[i] = ioctl(fds[i], KVM_GET_STATS_FD, 0);
 	}
-	/* 1. Attach, before the vCPUs run (any time would do). */
+	/* 1. Attach before the vCPUs run: the governor opens the stats fds. */
 	rc = vsched_kvm_gov_create(vm_fd, fds, NVCPUS, &cfg, &gov);
 	if (rc == -EOPNOTSUPP || rc == -ENOTTY || rc == -EINVAL) {
 		printf("kernel_irqchip: this kernel has no KVM_CAP_HALT_POLL or "
@@ -327,8 +331,14 @@ int main(void)
 	ok &= check(n1 > 0, "cap 1 ms: KVM polled");
 	vsched_kvm_gov_destroy(gov);
 
-	/* 4. The policy at work: short halts, then long ones. */
+	/* 4. The policy at work: short halts, then long ones. This governor
+	 * attaches while the vCPUs run: from the stats fds opened before. */
 	cfg.min_change_ns = 100000000;
+	cfg.stats_fds = sfds[0] >= 0 && sfds[1] >= 0 ? sfds : NULL;
+	if (!cfg.stats_fds) {
+		fprintf(stderr, "kernel_irqchip: KVM_GET_STATS_FD: %s\n", strerror(errno));
+		return 1;
+	}
 	rc = vsched_kvm_gov_create(vm_fd, fds, NVCPUS, &cfg, &gov);
 	ok &= check(rc == 0, "attach again");
 	if (rc == 0) {

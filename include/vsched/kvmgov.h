@@ -122,6 +122,15 @@ struct vsched_kvm_gov_config {
 	bool thread;
 	/** NULL: the kernel. */
 	const struct vsched_kvm_gov_ops *ops;
+	/**
+	 * The vCPUs' stats fds, one per vCPU fd, already opened by the VMM
+	 * (the governor uses duplicates; the VMM keeps and closes its own).
+	 * NULL: attach opens them with KVM_GET_STATS_FD, a vCPU ioctl, which
+	 * waits while that vCPU is inside KVM_RUN (KVM_RUN holds the vCPU's
+	 * mutex, and a vCPU halted in the kernel stays there): then attach
+	 * before the vCPUs run, or pass them here.
+	 */
+	const int *stats_fds;
 };
 
 /** Which model a governor's vCPUs use (vsched_kvm_gov_stats::model). */
@@ -191,13 +200,15 @@ struct vsched_kvm_gov_stats {
 
 /**
  * Attach a governor to VM fd `vm_fd` and its `nvcpus` vCPU fds: check
- * KVM_CAP_HALT_POLL, open each vCPU's stats fd and parse its descriptors
- * (once), read the first values. Changes nothing in KVM: the cap stays
+ * KVM_CAP_HALT_POLL, open each vCPU's stats fd (or duplicate the config's
+ * `stats_fds`: KVM_GET_STATS_FD waits for a vCPU inside KVM_RUN) and parse
+ * its descriptors (once), read the first values. Changes nothing in KVM: the cap stays
  * KVM's until the first decision. The fds stay the caller's; the stats
  * fds are the governor's. With `thread`, starts the ticking thread.
  * @return 0, VSCHED_EINVAL (NULL, no vCPU, bad config), VSCHED_ENOMEM,
- * -EOPNOTSUPP, KVM_GET_STATS_FD's errno, -EBADMSG or -ENODATA (see the top
- * of this file), or a negative errno from pthread_create.
+ * -EOPNOTSUPP, KVM_GET_STATS_FD's errno (or fcntl's, duplicating a
+ * `stats_fds` entry), -EBADMSG or -ENODATA (see the top of this file), or
+ * a negative errno from pthread_create.
  * Context: any thread.
  */
 VSCHED_API int vsched_kvm_gov_create(int vm_fd, const int *vcpu_fds,

@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/kvm.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -697,7 +698,7 @@ int vsched_kvm_gov_create(int vm_fd, const int *vcpu_fds, unsigned nvcpus,
 		return VSCHED_EINVAL;
 	if (cfg && vsched__struct_in(&c, sizeof(c), cfg,
 				     VSCHED__SIZE_TO(struct vsched_kvm_gov_config,
-						     ops)))
+						     stats_fds)))
 		return VSCHED_EINVAL;
 	g = calloc(1, sizeof(*g));
 	if (!g)
@@ -730,8 +731,18 @@ int vsched_kvm_gov_create(int vm_fd, const int *vcpu_fds, unsigned nvcpus,
 		rc = -EOPNOTSUPP;
 	for (unsigned i = 0; rc > 0 && i < nvcpus; i++) {
 		struct gvcpu *v = &g->v[i];
-		int fd = vcpu_fds[i] < 0 ? -EBADF :
-					   g->ops.stats_fd(g->ops.ctx, vcpu_fds[i]);
+		int fd = vcpu_fds[i] < 0 ? -EBADF : 0;
+
+		if (!fd && c.stats_fds) {
+			/* The VMM's own, opened while the vCPU was out of
+			 * KVM_RUN (or on its thread). */
+			fd = c.stats_fds[i] < 0 ? -EBADF :
+			     fcntl(c.stats_fds[i], F_DUPFD_CLOEXEC, 0);
+			if (fd < 0 && fd != -EBADF)
+				fd = -errno;
+		} else if (!fd) {
+			fd = g->ops.stats_fd(g->ops.ctx, vcpu_fds[i]);
+		}
 
 		if (fd < 0) {
 			rc = fd;

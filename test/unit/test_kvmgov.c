@@ -590,6 +590,29 @@ static void test_no_stats_fd(void **state)
 	fake_free(k);
 }
 
+/* Stats fds the VMM opened itself (KVM_GET_STATS_FD waits for a vCPU in
+ * KVM_RUN): duplicated, KVM_GET_STATS_FD not called, the VMM's kept. */
+static void test_given_stats_fds(void **state)
+{
+	struct fake_kvm *k = fake_new(FULL, 2);
+	int sfds[2] = { k->s[0].fd, k->s[1].fd }, bad[2] = { k->s[0].fd, -1 };
+	struct vsched_kvm_gov_config c = { .size = sizeof(c), .stats_fds = sfds };
+	struct vsched_kvm_gov *g = NULL;
+
+	(void)state;
+	k->stats_rc = -ENOTTY; /* KVM_GET_STATS_FD would fail */
+	assert_int_equal(gov_new(k, 2, &c, &g), 0);
+	kvm_polled(&k->s[1], 5000, 100);
+	assert_int_equal(vsched_kvm_gov_tick(g, 2 * SEC), VSCHED_KVM_GOV_CHANGED);
+	assert_int_equal(gov_stats(g).halts, 100);
+	vsched_kvm_gov_destroy(g);
+	assert_true(fcntl(sfds[0], F_GETFD) >= 0); /* still the VMM's */
+	assert_true(fcntl(sfds[1], F_GETFD) >= 0);
+	c.stats_fds = bad;
+	assert_int_equal(gov_new(k, 2, &c, &g), -EBADF);
+	fake_free(k);
+}
+
 static void test_no_halt_stats(void **state)
 {
 	static const struct fdesc none[] = { CNT("exits"), CNT("halt_wakeup") };
@@ -856,6 +879,7 @@ int main(void)
 		cmocka_unit_test(test_set_cap_fails),
 		cmocka_unit_test(test_no_capability),
 		cmocka_unit_test(test_no_stats_fd),
+		cmocka_unit_test(test_given_stats_fds),
 		cmocka_unit_test(test_no_halt_stats),
 		cmocka_unit_test(test_bad_args),
 		cmocka_unit_test(test_malformed),
