@@ -35,7 +35,7 @@
  * and the mean slept halt. Of the tick's halts at most `samples_per_tick`
  * are fed, in proportion and interleaved (each weighs 1/2^decay_shift of
  * the policy's history: with the defaults, 64 samples a tick and a decay
- * of 8, the history is the last four ticks or so). doc/adopting.md
+ * of 8, one tick's halts make up about a fifth of it). doc/adopting.md
  * explains what the governor can and cannot see.
  *
  * **Changing the cap.** A tick that finds halts takes a decision: the
