@@ -328,15 +328,19 @@ static void test_follows_load(void **state)
 	}
 	assert_true(k->cap >= 4096);
 	/* The policy keeps polling while a few percent of its history are
-	 * short halts: about 700 samples of long ones, 11 ticks of 64. */
+	 * short halts: here the cap narrows to the short halts' bucket at the
+	 * first tick of long ones and reaches 0 at the tenth (64 samples a
+	 * tick). */
 	for (unsigned i = 0; i < 16; i++) {
 		kvm_slept(&k->s[0], k->cap, 3000000, 500);
 		vsched_kvm_gov_tick(g, t += 2 * SEC);
 	}
 	assert_int_equal(k->cap, 0);
 	/* With the cap at 0 KVM polls no more: the halts all sleep, and the
-	 * wait histogram still shows them short (60 us with the wakeup, 10 us
-	 * once the policy's wake_cost_ns is taken out): polling comes back. */
+	 * wait histogram still shows them short (60 us with the wakeup, in
+	 * the bucket [32, 64) us taken at 48 us, less the policy's
+	 * wake_cost_ns of 50 us: a halt a poll would have caught at once):
+	 * polling comes back. */
 	for (unsigned i = 0; i < 8; i++) {
 		kvm_slept(&k->s[0], 0, 60000, 500);
 		vsched_kvm_gov_tick(g, t += 2 * SEC);
