@@ -336,17 +336,60 @@ static void test_follows_load(void **state)
 		vsched_kvm_gov_tick(g, t += 2 * SEC);
 	}
 	assert_int_equal(k->cap, 0);
-	/* With the cap at 0 KVM polls no more: the halts all sleep, and the
-	 * wait histogram still shows them short (60 us with the wakeup, in
-	 * the bucket [32, 64) us taken at 48 us, less the policy's
-	 * wake_cost_ns of 50 us: a halt a poll would have caught at once):
-	 * polling comes back. */
-	for (unsigned i = 0; i < 8; i++) {
-		kvm_slept(&k->s[0], 0, 60000, 500);
+	/* With the cap at 0 KVM polls no more: 20 us halts all sleep (10 us
+	 * of wakeup on top), and the wait histogram still shows them short.
+	 * A KVM that obeys the cap: it polls up to the cap, and catches the
+	 * halt once the cap reaches 20 us. With long halts still in the
+	 * history the cap reopens one bucket past KVM's failed polls per
+	 * change (512 ns, 1 us, 2 us ...), as KVM's own grow does. */
+	for (unsigned i = 0; i < 10; i++) {
+		if (k->cap >= 20000)
+			kvm_polled(&k->s[0], 20000, 500);
+		else
+			kvm_slept(&k->s[0], k->cap, 20000 - k->cap + 10000, 500);
+		vsched_kvm_gov_tick(g, t += 2 * SEC);
+		if (i == 0)
+			assert_int_equal(k->cap, 512);
+	}
+	assert_true(k->cap >= 20000);
+	assert_int_equal(gov_stats(g).cap_changes, k->sets);
+	vsched_kvm_gov_destroy(g);
+	fake_free(k);
+}
+
+/* A closed loop with a KVM that obeys the cap: every halt is 20 us; KVM
+ * polls up to the cap and catches it when the cap reaches 20 us, else it
+ * sleeps (10 us of wakeup on top). From a cap of 0 set by hand, the halts
+ * that slept are shorter than the policy's wake_cost_ns: learned as
+ * caught by any poll, they open the cap. */
+static void test_reopens_from_zero(void **state)
+{
+	struct fake_kvm *k = fake_new(FULL, 1);
+	struct vsched_kvm_gov *g;
+	uint64_t t = 0;
+	unsigned ticks = 0;
+
+	(void)state;
+	assert_int_equal(gov_new(k, 1, NULL, &g), 0);
+	assert_int_equal(vsched_kvm_gov_set_cap(g, 0, 0), 0);
+	while (k->cap < 20000 && ticks < 100) {
+		if (k->cap)
+			kvm_slept(&k->s[0], k->cap, 20000 - k->cap + 10000, 500);
+		else
+			kvm_slept(&k->s[0], 0, 30000, 500);
+		vsched_kvm_gov_tick(g, t += 2 * SEC);
+		ticks++;
+	}
+	/* A fresh history has no long halt: the largest of the equally
+	 * good windows, at the first sample. */
+	assert_true(k->cap >= 20000);
+	assert_int_equal(ticks, 1);
+	/* Then the halts are caught, and the cap stays open. */
+	for (unsigned i = 0; i < 10; i++) {
+		kvm_polled(&k->s[0], 20000, 500);
 		vsched_kvm_gov_tick(g, t += 2 * SEC);
 	}
-	assert_true(k->cap > 0);
-	assert_int_equal(gov_stats(g).cap_changes, k->sets);
+	assert_true(k->cap >= 20000);
 	vsched_kvm_gov_destroy(g);
 	fake_free(k);
 }
@@ -872,6 +915,7 @@ int main(void)
 		cmocka_unit_test(test_short_halts_open_cap),
 		cmocka_unit_test(test_long_halts_close_cap),
 		cmocka_unit_test(test_follows_load),
+		cmocka_unit_test(test_reopens_from_zero),
 		cmocka_unit_test(test_cap_is_largest_vcpu_window),
 		cmocka_unit_test(test_sums_model),
 		cmocka_unit_test(test_force_sums),
