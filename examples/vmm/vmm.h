@@ -17,7 +17,7 @@
  *
  * Calls go one way: main.c -> harness.c, report.c; harness.c -> vmm.c and
  * the backends' report hooks (report, kvm_stat, dump, and kick for a lost
- * kick's second try); vmm.c -> a backend through struct backend. The
+ * kick's second try) and governor hooks (gov_attach, gov_tick, gov_report); vmm.c -> a backend through struct backend. The
  * backends call back only vmm_now_ns() and the inline helpers below.
  */
 #ifndef VMM_H
