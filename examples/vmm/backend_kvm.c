@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <vsched/kvm.h>
+#include <vsched/kvmgov.h>
 
 #include "vmm.h"
 
@@ -29,6 +30,7 @@ struct kvm_vm_state {
 	int kvm, vm;
 	int run_size;
 	struct kvm_cpuid2 *cpuid;
+	struct vsched_kvm_gov *gov; /* --governor */
 };
 
 struct kvm_vcpu_state {
@@ -489,6 +491,55 @@ static uint64_t kvm_stat(struct vcpu *c, const char *name)
 #endif
 }
 
+/* --governor: the halt-polling governor on the VM and every vCPU fd, as
+ * a VMM with an in-kernel irqchip attaches it (doc/adopting.md). A sample
+ * every 10 ms and a change at most every 50 ms: the demo's runs last a
+ * fraction of a second (a long-lived VM keeps the defaults, 100 ms and
+ * 1 s). The main thread, once every vCPU exists. */
+static int kvm_gov_attach(struct vmm *m)
+{
+	struct kvm_vm_state *s = m->be_vm;
+	struct vsched_kvm_gov_config cfg = {
+		.size = sizeof(cfg),
+		.interval_ns = 10000000,
+		.min_change_ns = 50000000,
+	};
+	int fds[G_MAX_VCPUS], rc;
+
+	for (unsigned i = 0; i < m->o.vcpus; i++)
+		fds[i] = ((struct kvm_vcpu_state *)m->vcpus[i].be)->fd;
+	rc = vsched_kvm_gov_create(s->vm, fds, m->o.vcpus, &cfg, &s->gov);
+	if (rc < 0)
+		fprintf(stderr, "vsched-vmm: the governor: %s\n", vsched_strerror(rc));
+	return rc;
+}
+
+/* From the main thread's loop (the harness's watch), every millisecond:
+ * the governor samples only once its interval has passed. */
+static void kvm_gov_tick(struct vmm *m, uint64_t now_ns)
+{
+	struct kvm_vm_state *s = m->be_vm;
+
+	if (s && s->gov)
+		vsched_kvm_gov_tick(s->gov, now_ns);
+}
+
+static void kvm_gov_report(struct vmm *m, struct gov_figures *out)
+{
+	struct kvm_vm_state *s = m->be_vm;
+	struct vsched_kvm_gov_stats st = { .size = sizeof(st) };
+
+	if (!s || !s->gov || vsched_kvm_gov_read_stats(s->gov, &st) != 0)
+		return;
+	*out = (struct gov_figures){
+		.samples = st.samples, .decisions = st.decisions,
+		.cap_changes = st.cap_changes, .cap_ns = st.cap_ns,
+		.window_ns = st.window_ns, .halts = st.halts,
+		.halts_polled = st.halts_polled, .polls_failed = st.polls_failed,
+		.hist = st.model == VSCHED_KVM_GOV_HIST,
+	};
+}
+
 /* From the main thread, once the vCPU thread has ended, so no vCPU ioctl
  * waits for a KVM_RUN. */
 static void kvm_dump(struct vcpu *c)
@@ -544,6 +595,8 @@ static void kvm_vm_fini(struct vmm *m)
 	m->mem = NULL;
 	if (!s)
 		return;
+	if (s->gov)
+		vsched_kvm_gov_destroy(s->gov);
 	free(s->cpuid);
 	if (s->vm >= 0)
 		close(s->vm);
@@ -566,6 +619,9 @@ const struct backend vmm_kvm_backend = {
 	.report = kvm_report,
 	.kvm_stat = kvm_stat,
 	.dump = kvm_dump,
+	.gov_attach = kvm_gov_attach,
+	.gov_tick = kvm_gov_tick,
+	.gov_report = kvm_gov_report,
 	.vcpu_fini = kvm_vcpu_fini,
 	.vm_fini = kvm_vm_fini,
 };

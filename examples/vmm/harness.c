@@ -194,6 +194,9 @@ static void watch(struct vmm *m, struct result *r, uint64_t deadline)
 			done += atomic_load(&m->vcpus[i].done) || m->vcpus[i].error;
 		if (done == m->o.vcpus || atomic_load(&m->stop))
 			return;
+		/* The VMM's event loop: the governor's tick (--governor). */
+		if (m->o.governor && m->be->gov_tick)
+			m->be->gov_tick(m, vmm_now_ns());
 		if (vmm_now_ns() > deadline) {
 			r->timed_out = true;
 			timeout_report(m);
@@ -412,6 +415,10 @@ static void run(struct vmm *m, struct result *r)
 	r->wall_s = (vmm_now_ns() - t0) / 1e9;
 	r->cpu_s = cpu_seconds() - cpu0;
 	collect(m, r);
+	if (m->o.governor && m->be->gov_report) {
+		r->governed = true;
+		m->be->gov_report(m, &r->gov);
+	}
 	if (m->o.stats)
 		capture_stats(m, r);
 }
@@ -430,6 +437,14 @@ int harness_run(const struct vmm_options *o, const struct backend *be,
 	rc = vmm_init(m, o, be);
 	if (rc == 0)
 		rc = vmm_start(m);
+	if (rc == 0 && o->governor) {
+		rc = be->gov_attach ? be->gov_attach(m) : -EOPNOTSUPP;
+		if (rc < 0) { /* the vCPU threads wait for their release */
+			vmm_stop(m);
+			vmm_release(m);
+			join_vcpus(m);
+		}
+	}
 	if (rc == 0)
 		run(m, r);
 	if (rc < 0 && !r->why[0]) {

@@ -42,6 +42,9 @@ static void usage(FILE *f)
 		"  --backend kvm|sim|auto     vCPUs on /dev/kvm or simulated (auto: kvm if it opens)\n"
 		"  --irqchip user|kernel|both userspace irqchip through vsched (default), KVM's\n"
 		"                             in-kernel one with KVM's halt polling, or both in turn\n"
+		"  --governor                 in-kernel irqchip: libvsched-kvm's governor sets KVM's\n"
+		"                             halt-poll cap (KVM_CAP_HALT_POLL); with both, the\n"
+		"                             in-kernel run is made with and without it\n"
 		"  --workload pingpong|timer|pmi|mixed|kick-race|fault   (default pingpong;\n"
 		"                             fault: KVM only, the guest triple-faults at once)\n"
 		"  --vcpus N                  1..%d (default 2)\n"
@@ -60,6 +63,7 @@ static void usage(FILE *f)
 static const struct option options[] = {
 	{ "backend", required_argument, NULL, 'b' },
 	{ "irqchip", required_argument, NULL, 'i' },
+	{ "governor", no_argument, NULL, 'g' },
 	{ "workload", required_argument, NULL, 'w' },
 	{ "vcpus", required_argument, NULL, 'n' },
 	{ "iterations", required_argument, NULL, 'N' },
@@ -88,6 +92,9 @@ static int set_option(struct cmdline *cl, int opt, const char *arg)
 		break;
 	case 'i':
 		cl->irqchip = arg;
+		break;
+	case 'g':
+		o->governor = true;
 		break;
 	case 'w':
 		if ((v = pick(arg, report_workloads, NWORKLOADS)) < 0)
@@ -153,7 +160,8 @@ static int parse_options(int argc, char **argv, struct cmdline *cl)
 	if (optind != argc || o->vcpus < 1 || o->vcpus > G_MAX_VCPUS ||
 	    o->iterations < 1 || o->iterations > G_MAX_ITERS || !o->timeout_s ||
 	    (strcmp(cl->irqchip, "user") && strcmp(cl->irqchip, "kernel") &&
-	     strcmp(cl->irqchip, "both")))
+	     strcmp(cl->irqchip, "both")) ||
+	    (o->governor && strcmp(cl->irqchip, "user") == 0))
 		return -1;
 	return 0;
 }
@@ -204,24 +212,47 @@ static int choose_backend(struct cmdline *cl, const struct backend **be)
 	return 0;
 }
 
+/* One run of the plan. */
+struct run_plan {
+	unsigned poll; /* vsched's policy (userspace irqchip) */
+	bool kernel_irqchip, governor;
+};
+
 /* The runs: the userspace irqchip through vsched, with the policy given
  * or, for --irqchip both without --poll, with each policy; then KVM's
- * in-kernel irqchip with KVM's own halt polling. Their poll policies go to
- * run_poll[] (at most 5); returns how many. */
-static int plan_runs(const struct cmdline *cl, unsigned *run_poll)
+ * in-kernel irqchip with KVM's own halt polling, and with --governor
+ * governed (--irqchip kernel --governor: governed only). At most 6 go to
+ * plan[]; returns how many, and in *base the in-kernel default one (-1:
+ * none). */
+static int plan_runs(const struct cmdline *cl, struct run_plan *plan, int *base)
 {
+	bool both = strcmp(cl->irqchip, "both") == 0;
 	int nrun = 0;
 
+	*base = -1;
 	if (strcmp(cl->irqchip, "kernel")) {
-		bool each = strcmp(cl->irqchip, "both") == 0 && !cl->poll_given;
+		bool each = both && !cl->poll_given;
 
 		for (unsigned p = 0; p < 4; p++)
 			if (each ? true : p == cl->o.poll_policy)
-				run_poll[nrun++] = p;
+				plan[nrun++] = (struct run_plan){ p, false, false };
 	}
-	if (strcmp(cl->irqchip, "user"))
-		run_poll[nrun++] = cl->o.poll_policy;
+	if (strcmp(cl->irqchip, "user") && (both || !cl->o.governor)) {
+		*base = nrun;
+		plan[nrun++] = (struct run_plan){ cl->o.poll_policy, true, false };
+	}
+	if (cl->o.governor)
+		plan[nrun++] = (struct run_plan){ cl->o.poll_policy, true, true };
 	return nrun;
+}
+
+/* A run's name in the comparison. */
+static const char *run_label(const struct run_plan *p, char *buf, size_t len)
+{
+	if (p->kernel_irqchip)
+		return p->governor ? "in-kernel, governed" : "in-kernel, KVM polling";
+	snprintf(buf, len, "vsched, poll %s", report_polls[p->poll]);
+	return buf;
 }
 
 int main(int argc, char **argv)
@@ -241,10 +272,13 @@ int main(int argc, char **argv)
 	struct vmm_options *o = &cl.o;
 	const struct backend *be;
 	bool all_pass = true;
-	/* --irqchip both: each poll policy (or the one given), then kernel. */
-	struct result res[5];
-	unsigned run_poll[5];
-	int nrun, rc;
+	/* --irqchip both: each poll policy (or the one given), then kernel
+	 * (and kernel governed). */
+	struct result res[6];
+	struct run_plan plan[6];
+	char names[6][40];
+	const char *label[6];
+	int nrun, base, rc;
 
 	rc = parse_options(argc, argv, &cl);
 	if (rc > 0) {
@@ -261,10 +295,16 @@ int main(int argc, char **argv)
 		return rc;
 	if (o->workload & WL_SPIN)
 		o->iterations = 1;
-	nrun = plan_runs(&cl, run_poll);
+	if (o->governor && strcmp(be->name, "kvm")) {
+		fprintf(stderr, "vsched-vmm: --governor needs --backend kvm\n");
+		return 2;
+	}
+	nrun = plan_runs(&cl, plan, &base);
 	for (int k = 0; k < nrun; k++) {
-		o->kernel_irqchip = strcmp(cl.irqchip, "user") && k == nrun - 1;
-		o->poll_policy = run_poll[k];
+		o->kernel_irqchip = plan[k].kernel_irqchip;
+		o->governor = plan[k].governor;
+		o->poll_policy = plan[k].poll;
+		label[k] = run_label(&plan[k], names[k], sizeof(names[k]));
 		if (harness_run(o, be, &res[k]) < 0)
 			res[k].pass = false;
 		if (o->json)
@@ -278,7 +318,7 @@ int main(int argc, char **argv)
 		}
 		all_pass &= res[k].pass;
 	}
-	if (strcmp(cl.irqchip, "both") == 0 && res[nrun - 1].nrt)
-		report_comparison(o, res, run_poll, nrun);
+	if (strcmp(cl.irqchip, "both") == 0 && base >= 0 && res[base].nrt)
+		report_comparison(o, res, label, nrun, base);
 	return all_pass ? 0 : 1;
 }

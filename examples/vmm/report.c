@@ -33,7 +33,8 @@ void report_table(const struct vmm_options *o, const char *be,
 	       "%u iterations, poll %s, timer-cancel %s, order %s\n",
 	       be, r->kernel_irqchip ? "kernel" : "user", o->vcpus,
 	       workload_name(o->workload), o->iterations,
-	       r->kernel_irqchip ? "(KVM's)" : report_polls[o->poll_policy],
+	       !r->kernel_irqchip ? report_polls[o->poll_policy] :
+	       r->governed	  ? "(KVM's, governed)" : "(KVM's)",
 	       report_cancels[o->timer_cancel], o->naive_order ? "naive" : "validated");
 	if (r->nrt)
 		printf("  round trip          median %.2f us, p99 %.2f us (%u)\n",
@@ -79,6 +80,19 @@ void report_table(const struct vmm_options *o, const char *be,
 			printf(" %s %llu%s", harness_kvm_stats[k], (unsigned long long)r->kvm[k],
 			       k + 1 < NKVM_STATS ? "," : "\n");
 	}
+	if (r->governed)
+		printf("  governor            cap %lld ns (last window %llu ns), %llu "
+		       "decisions in %llu samples, %llu cap changes; %llu halts, "
+		       "%llu polls won, %llu lost (%s)\n",
+		       r->gov.cap_ns == UINT64_MAX ? -1LL : (long long)r->gov.cap_ns,
+		       (unsigned long long)r->gov.window_ns,
+		       (unsigned long long)r->gov.decisions,
+		       (unsigned long long)r->gov.samples,
+		       (unsigned long long)r->gov.cap_changes,
+		       (unsigned long long)r->gov.halts,
+		       (unsigned long long)r->gov.halts_polled,
+		       (unsigned long long)r->gov.polls_failed,
+		       r->gov.hist ? "histograms" : "sums");
 	printf("  checks              %s%s%s\n", r->pass ? "PASS" : "FAIL",
 	       r->pass ? "" : ": ", r->pass ? "" : r->why);
 }
@@ -104,7 +118,8 @@ void report_json(const struct vmm_options *o, const char *be,
 	       "\"kvm\":{",
 	       be, r->kernel_irqchip ? "kernel" : "user", o->vcpus,
 	       workload_name(o->workload), o->iterations,
-	       r->kernel_irqchip ? "kvm-kernel" : report_polls[o->poll_policy],
+	       !r->kernel_irqchip ? report_polls[o->poll_policy] :
+	       r->governed	  ? "kvm-kernel-governed" : "kvm-kernel",
 	       report_cancels[o->timer_cancel], o->naive_order ? "naive" : "validated",
 	       r->nrt, r->rt_median_us, r->rt_p99_us, r->cpu_s, r->wall_s,
 	       r->nrt ? r->cpu_s * 1000.0 / r->nrt : 0.0,
@@ -128,53 +143,108 @@ void report_json(const struct vmm_options *o, const char *be,
 	for (unsigned k = 0; k < NKVM_STATS; k++)
 		printf("\"%s\":%llu%s", harness_kvm_stats[k], (unsigned long long)r->kvm[k],
 		       k + 1 < NKVM_STATS ? "," : "");
-	printf("},\"pass\":%s,\"why\":\"%s\"}\n", r->pass ? "true" : "false",
+	printf("}");
+	if (r->governed)
+		printf(",\"governor\":{\"cap_ns\":%lld,\"window_ns\":%llu,"
+		       "\"samples\":%llu,\"decisions\":%llu,\"cap_changes\":%llu,"
+		       "\"halts\":%llu,\"polls_won\":%llu,\"polls_lost\":%llu,"
+		       "\"model\":\"%s\"}",
+		       r->gov.cap_ns == UINT64_MAX ? -1LL : (long long)r->gov.cap_ns,
+		       (unsigned long long)r->gov.window_ns,
+		       (unsigned long long)r->gov.samples,
+		       (unsigned long long)r->gov.decisions,
+		       (unsigned long long)r->gov.cap_changes,
+		       (unsigned long long)r->gov.halts,
+		       (unsigned long long)r->gov.halts_polled,
+		       (unsigned long long)r->gov.polls_failed,
+		       r->gov.hist ? "hist" : "sums");
+	printf(",\"pass\":%s,\"why\":\"%s\"}\n", r->pass ? "true" : "false",
 	       r->why);
 }
 
-/* --irqchip both: each vsched run against the in-kernel one (the last),
- * as a table with ratios or, with --json, one object. */
-void report_comparison(const struct vmm_options *o, const struct result *res,
-		       const unsigned *poll, int nrun)
+/* KVM's poll time per round trip (us), won and lost, from its own stats
+ * (harness_kvm_stats: 3 halt_poll_success_ns, 4 halt_poll_fail_ns). */
+static double kvm_poll_us(const struct result *r, unsigned k)
 {
-	const struct result *k = &res[nrun - 1];
+	return r->kernel_irqchip && r->nrt ? r->kvm[k] / 1e3 / r->nrt : 0;
+}
+
+/* One run of the comparison against `k` (CPU `kcpu` s per 1000 round
+ * trips): a JSON object, or a table row. */
+static void comparison_row(const struct vmm_options *o, const char *label,
+			   const struct result *r, const struct result *k,
+			   double kcpu)
+{
+	double cpu = r->cpu_s * 1000.0 / r->nrt;
+
+	if (o->json) {
+		printf("{\"run\":\"%s\",\"median_us\":%.3f,\"p99_us\":%.3f,"
+		       "\"cpu_s_per_1000_rt\":%.4f,\"median_ratio\":%.3f,"
+		       "\"p99_ratio\":%.3f,\"cpu_ratio\":%.3f,"
+		       "\"kvm_poll_won_us_per_rt\":%.3f,"
+		       "\"kvm_poll_lost_us_per_rt\":%.3f}",
+		       label, r->rt_median_us, r->rt_p99_us, cpu,
+		       r->rt_median_us / k->rt_median_us, r->rt_p99_us / k->rt_p99_us,
+		       cpu / kcpu, kvm_poll_us(r, 3), kvm_poll_us(r, 4));
+		return;
+	}
+	printf("  %-24s %10.2f %10.2f %14.4f %7.2fx %7.2fx %7.2fx", label,
+	       r->rt_median_us, r->rt_p99_us, cpu, r->rt_median_us / k->rt_median_us,
+	       r->rt_p99_us / k->rt_p99_us, cpu / kcpu);
+	if (r->kernel_irqchip)
+		printf(" %11.2f %11.2f\n", kvm_poll_us(r, 3), kvm_poll_us(r, 4));
+	else
+		printf(" %11s %11s\n", "-", "-");
+}
+
+/* --irqchip both: each run against the in-kernel one with KVM's default
+ * polling (res[base]), as a table with ratios or, with --json, one object:
+ * "kernel" the base, "vsched" the userspace runs, "kernel_governed" the
+ * governed in-kernel run if there was one. */
+void report_comparison(const struct vmm_options *o, const struct result *res,
+		       const char *const *label, int nrun, int base)
+{
+	const struct result *k = &res[base];
 	double kcpu = k->cpu_s * 1000.0 / k->nrt;
+	bool first = true;
 
 	if (o->json)
-		printf("{\"comparison\":\"user irqchip through vsched against "
-		       "the in-kernel irqchip\",\"kernel\":{\"median_us\":%.3f,"
-		       "\"p99_us\":%.3f,\"cpu_s_per_1000_rt\":%.4f},\"vsched\":[",
-		       k->rt_median_us, k->rt_p99_us, kcpu);
+		printf("{\"comparison\":\"each run against the in-kernel irqchip "
+		       "with KVM's default polling\",\"kernel\":{\"median_us\":%.3f,"
+		       "\"p99_us\":%.3f,\"cpu_s_per_1000_rt\":%.4f,"
+		       "\"kvm_poll_won_us_per_rt\":%.3f,\"kvm_poll_lost_us_per_rt\":%.3f},"
+		       "\"vsched\":[",
+		       k->rt_median_us, k->rt_p99_us, kcpu, kvm_poll_us(k, 3),
+		       kvm_poll_us(k, 4));
 	else
-		printf("\nIPI round trip, %u vCPUs, %u iterations: vsched "
-		       "(userspace irqchip) against KVM's in-kernel irqchip\n"
-		       "  %-22s %10s %10s %14s %8s %8s %8s\n", o->vcpus,
+		printf("\nIPI round trip, %u vCPUs, %u iterations: each run against "
+		       "KVM's in-kernel irqchip with its default halt polling\n"
+		       "  %-24s %10s %10s %14s %8s %8s %8s %11s %11s\n", o->vcpus,
 		       o->iterations, "run", "median us", "p99 us",
-		       "CPU s/1000 rt", "x med", "x p99", "x CPU");
-	for (int i = 0; i < nrun - 1; i++) {
-		const struct result *r = &res[i];
-		double cpu = r->nrt ? r->cpu_s * 1000.0 / r->nrt : 0;
-
-		if (!r->nrt)
+		       "CPU s/1000 rt", "x med", "x p99", "x CPU",
+		       "KVM won/rt", "KVM lost/rt");
+	/* The userspace runs, then the governed one. */
+	for (int i = 0; i < nrun; i++) {
+		if (i == base || !res[i].nrt || res[i].kernel_irqchip)
 			continue;
-		if (o->json)
-			printf("%s{\"poll\":\"%s\",\"median_us\":%.3f,"
-			       "\"p99_us\":%.3f,\"cpu_s_per_1000_rt\":%.4f,"
-			       "\"median_ratio\":%.3f,\"p99_ratio\":%.3f,"
-			       "\"cpu_ratio\":%.3f}", i ? "," : "", report_polls[poll[i]],
-			       r->rt_median_us, r->rt_p99_us, cpu,
-			       r->rt_median_us / k->rt_median_us,
-			       r->rt_p99_us / k->rt_p99_us, cpu / kcpu);
-		else
-			printf("  vsched, poll %-9s %10.2f %10.2f %14.4f %7.2fx "
-			       "%7.2fx %7.2fx\n", report_polls[poll[i]], r->rt_median_us,
-			       r->rt_p99_us, cpu, r->rt_median_us / k->rt_median_us,
-			       r->rt_p99_us / k->rt_p99_us, cpu / kcpu);
+		if (o->json && !first)
+			printf(",");
+		comparison_row(o, label[i], &res[i], k, kcpu);
+		first = false;
 	}
 	if (o->json)
-		printf("]}\n");
+		printf("]");
+	for (int i = 0; i < nrun; i++) {
+		if (i == base || !res[i].nrt || !res[i].kernel_irqchip)
+			continue;
+		if (o->json)
+			printf(",\"kernel_governed\":");
+		comparison_row(o, label[i], &res[i], k, kcpu);
+	}
+	if (o->json)
+		printf("}\n");
 	else
-		printf("  %-22s %10.2f %10.2f %14.4f %8s %8s %8s\n",
-		       "in-kernel, KVM polling", k->rt_median_us, k->rt_p99_us,
-		       kcpu, "1", "1", "1");
+		printf("  %-24s %10.2f %10.2f %14.4f %8s %8s %8s %11.2f %11.2f\n",
+		       label[base], k->rt_median_us, k->rt_p99_us, kcpu, "1", "1",
+		       "1", kvm_poll_us(k, 3), kvm_poll_us(k, 4));
 }

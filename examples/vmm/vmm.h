@@ -17,7 +17,7 @@
  *
  * Calls go one way: main.c -> harness.c, report.c; harness.c -> vmm.c and
  * the backends' report hooks (report, kvm_stat, dump, and kick for a lost
- * kick's second try); vmm.c -> a backend through struct backend. The
+ * kick's second try) and governor hooks (gov_attach, gov_tick, gov_report); vmm.c -> a backend through struct backend. The
  * backends call back only vmm_now_ns() and the inline helpers below.
  */
 #ifndef VMM_H
@@ -57,6 +57,13 @@ struct vexit {
 };
 
 struct vmm;
+
+/* What the governor did in a run (--governor). */
+struct gov_figures {
+	uint64_t samples, decisions, cap_changes, cap_ns, window_ns;
+	uint64_t halts, halts_polled, polls_failed;
+	bool hist; /* the histogram model; else the sums */
+};
 
 struct vcpu {
 	struct vmm *m;
@@ -103,6 +110,12 @@ struct backend {
 	/* Print the vCPU's guest state after a timeout or a lost kick, once
 	 * its thread has ended (may be NULL). */
 	void (*dump)(struct vcpu *c);
+	/* --governor (in-kernel irqchip): attach libvsched-kvm's halt-polling
+	 * governor to the VM once every vCPU exists, tick it from the main
+	 * thread's loop, read what it decided (may be NULL: no governor). */
+	int (*gov_attach)(struct vmm *m);
+	void (*gov_tick)(struct vmm *m, uint64_t now_ns);
+	void (*gov_report)(struct vmm *m, struct gov_figures *out);
 	void (*vcpu_fini)(struct vcpu *c);
 	void (*vm_fini)(struct vmm *m);
 };
@@ -110,6 +123,7 @@ struct backend {
 struct vmm_options {
 	const char *backend; /* "kvm", "sim", or NULL: kvm if /dev/kvm opens */
 	bool kernel_irqchip;
+	bool governor; /* the halt-polling governor steers KVM's (kernel irqchip) */
 	unsigned vcpus;
 	unsigned workload; /* WL_* bits */
 	unsigned iterations;
@@ -197,6 +211,8 @@ extern const char *const harness_kvm_stats[NKVM_STATS];
 /* One run's figures and verdict. */
 struct result {
 	bool kernel_irqchip;
+	bool governed; /* the governor ran (struct gov_figures gov) */
+	struct gov_figures gov;
 	double wall_s, cpu_s;
 	unsigned nrt;
 	double rt_median_us, rt_p99_us;
@@ -235,9 +251,10 @@ void report_table(const struct vmm_options *o, const char *be,
 		  const struct result *r);
 void report_json(const struct vmm_options *o, const char *be,
 		 const struct result *r);
-/* --irqchip both: each vsched run of res[0 .. nrun-2] (with poll policy
- * poll[i]) against the in-kernel one, res[nrun-1], which has round trips. */
+/* --irqchip both: every run of res[0 .. nrun-1] (res[i] named label[i])
+ * against the in-kernel one with KVM's default polling, res[base], which has
+ * round trips. */
 void report_comparison(const struct vmm_options *o, const struct result *res,
-		       const unsigned *poll, int nrun);
+		       const char *const *label, int nrun, int base);
 
 #endif
