@@ -104,8 +104,9 @@ struct vsched_kvm_gov_config {
 	size_t size;
 	/**
 	 * The policy and its parameters (copied). NULL: VSCHED_POLL_ADAPTIVE
-	 * with vsched_poll_defaults() for the arch's KVM window (x86 200 us)
-	 * and decay_shift 8. max_ns bounds the cap (at most UINT32_MAX).
+	 * with vsched_poll_defaults() for the arch's KVM window (x86 200 us),
+	 * decay_shift 8 and latency_weight 4 (KVM's own rate: KVM's latency
+	 * at less CPU). max_ns bounds the cap (at most UINT32_MAX).
 	 */
 	const struct vsched_poll_params *poll;
 	/** Least time between two samples (0: 100 ms). */

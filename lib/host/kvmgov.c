@@ -665,6 +665,11 @@ static int configure(struct vsched_kvm_gov *g,
 		vsched_poll_defaults(VSCHED_POLL_ADAPTIVE,
 				     prof ? prof->poll_max_ns : 200000, &g->poll);
 		g->poll.decay_shift = 8;
+		/* KVM's own rate (its 200 us window against a ~50 us
+		 * sleeping wakeup): the governor's goal is KVM's latency at
+		 * less CPU, not the CPU-neutral default of a userspace
+		 * sleeper (poll.h). */
+		g->poll.latency_weight = 4;
 	}
 	if (vsched_poll_init(&g->poll, &s) != 0 || c->hysteresis_pct > 100)
 		return VSCHED_EINVAL;
