@@ -303,16 +303,19 @@ static bool user_slot(const struct vsched__sleeper *s, uint64_t slot)
 /* Check the registered fds without sleeping: one epoll_pwait(0). The kick
  * eventfd and the timerfd are left alone (not BLOCKED, nobody writes the
  * eventfd; the sleep drains them). Returns the number of ready user fds,
- * whose tags are in res. Owner thread, with s->nfds != 0. */
+ * whose tags are in res (doorbells are not looked at: they ring only while
+ * the owner sleeps). Owner thread, with s->nlook != 0. */
 static unsigned collect_ready(struct vsched__sleeper *s,
 			      struct vsched_block_result *res)
 {
 	int n = vsched__os_wait(&s->os, s->ev, (int)s->nslots + 2, 0);
 
 	clear_tags(res);
-	for (int i = 0; i < n; i++)
-		if (user_slot(s, s->ev[i].data.u64))
-			add_tag(res, s->tag_of[s->ev[i].data.u64 - SLOT_USER]);
+	for (int i = 0; i < n; i++) {
+		uint64_t slot = s->ev[i].data.u64;
+		if (user_slot(s, slot) && !s->bell_of[slot - SLOT_USER])
+			add_tag(res, s->tag_of[slot - SLOT_USER]);
+	}
 	return res->nready_total;
 }
 
@@ -403,7 +406,7 @@ static int sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 
 	timer_at(s, early);
 	for (;;) {
-		bool timer = false;
+		bool timer = false, bell = false;
 		/* Room for every registered fd: all ready ones are reported. */
 		int n = vsched__os_wait(&s->os, ev, (int)s->nslots + 2, -1);
 
@@ -430,6 +433,11 @@ static int sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 				vsched__os_drain(s->os.tfd);
 				s->tfd_at = TFD_UNKNOWN;
 				timer = true;
+			} else if (user_slot(s, slot) && s->bell_of[slot - SLOT_USER]) {
+				/* A doorbell: reset it here; it only says "look
+				 * at the condition again". */
+				vsched__os_drain(s->fd_of[slot - SLOT_USER]);
+				bell = true;
 			} else if (user_slot(s, slot)) {
 				add_tag(res, s->tag_of[slot - SLOT_USER]);
 			}
@@ -451,6 +459,13 @@ static int sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 			if (vsched__mode_leave_blocked(s, blocked) != blocked)
 				return 0;
 			return VSCHED_WAKE_FD;
+		}
+		if (bell) {
+			/* Woken for the condition: the engine looks at it and
+			 * returns, or arms and sleeps again (a ring left over
+			 * from an earlier needs-kick returns nothing). */
+			vsched__mode_leave_blocked(s, blocked);
+			return 0;
 		}
 		if (ops->now_ns(ops->ctx) >= deadline) {
 			if (vsched__mode_leave_blocked(s, blocked) != blocked)
@@ -607,7 +622,7 @@ first_look(const struct target_ops *op, const struct target *t,
 	if (reason || hl->deadline > hl->t0)
 		return reason;
 	/* Check once: every ready fd is reported. */
-	return s->nfds && fd_check(s, hl->res) ? VSCHED_WAKE_FD
+	return s->nlook && fd_check(s, hl->res) ? VSCHED_WAKE_FD
 					       : VSCHED_WAKE_DEADLINE;
 }
 
@@ -624,7 +639,7 @@ poll_window(const struct target_ops *op, const struct target *t,
 {
 	struct vsched__sleeper *s = t->s;
 	const struct vsched_host_ops *ops = &s->vm->ops;
-	const bool fds = s->nfds != 0;
+	const bool fds = s->nlook != 0; /* doorbells ring only in a sleep */
 	uint64_t end, wend, now = hl->t0, next_look = hl->t0 + VSCHED_FD_CHECK_NS / 8;
 	uint64_t checked = UINT64_MAX;
 	int reason = 0;
@@ -987,9 +1002,11 @@ static void free_tables(struct vsched__sleeper *s)
 
 	vsched__free(a, s->fd_of, s->nslots * sizeof(*s->fd_of));
 	vsched__free(a, s->tag_of, s->nslots * sizeof(*s->tag_of));
+	vsched__free(a, s->bell_of, s->nslots * sizeof(*s->bell_of));
 	vsched__free(a, s->ev, (s->nslots + 2) * sizeof(*s->ev));
 	s->fd_of = NULL;
 	s->tag_of = NULL;
+	s->bell_of = NULL;
 	s->ev = NULL;
 	s->nslots = 0;
 }
@@ -1023,6 +1040,7 @@ static int free_slot(struct vsched__sleeper *s)
 	unsigned n = s->nslots, cap;
 	int *fd_of;
 	uint64_t *tag_of;
+	bool *bell_of;
 	struct epoll_event *ev;
 
 	for (unsigned i = 0; i < n; i++)
@@ -1033,20 +1051,25 @@ static int free_slot(struct vsched__sleeper *s)
 		return -1;
 	fd_of = vsched__alloc(a, cap * sizeof(*fd_of));
 	tag_of = vsched__alloc(a, cap * sizeof(*tag_of));
+	bell_of = vsched__alloc(a, cap * sizeof(*bell_of));
 	ev = vsched__alloc(a, (cap + 2) * sizeof(*ev));
-	if (!fd_of || !tag_of || !ev) {
+	if (!fd_of || !tag_of || !bell_of || !ev) {
 		vsched__free(a, fd_of, cap * sizeof(*fd_of));
 		vsched__free(a, tag_of, cap * sizeof(*tag_of));
+		vsched__free(a, bell_of, cap * sizeof(*bell_of));
 		vsched__free(a, ev, (cap + 2) * sizeof(*ev));
 		return -1;
 	}
-	for (unsigned i = 0; i < cap; i++)
+	for (unsigned i = 0; i < cap; i++) {
 		fd_of[i] = i < n ? s->fd_of[i] : -1;
+		bell_of[i] = i < n && s->bell_of[i];
+	}
 	if (n)
 		memcpy(tag_of, s->tag_of, n * sizeof(*tag_of));
 	free_tables(s);
 	s->fd_of = fd_of;
 	s->tag_of = tag_of;
+	s->bell_of = bell_of;
 	s->ev = ev;
 	s->nslots = cap;
 	return (int)n;
@@ -1069,6 +1092,9 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 	const bool first = !atomic_load_explicit(&s->use_evfd, memory_order_relaxed);
 	int rc;
 
+	const bool bell = events & VSCHED_FD_DOORBELL;
+
+	events &= ~(uint32_t)VSCHED_FD_DOORBELL;
 	if (fd < 0 || !events || (events & EPOLLET))
 		return VSCHED_EINVAL;
 	if (first && (rc = vsched__os_set_open(&s->os)))
@@ -1096,8 +1122,12 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 		goto undo;
 	if (old < 0)
 		s->nfds++;
+	else if (!s->bell_of[i])
+		s->nlook--;
 	s->fd_of[i] = fd;
 	s->tag_of[i] = tag;
+	s->bell_of[i] = bell;
+	s->nlook += !bell;
 	/* Release: a waker that sees the flag sees s->os.evfd. */
 	atomic_store_explicit(&s->use_evfd, true, memory_order_release);
 	return 0;
@@ -1120,6 +1150,7 @@ int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd)
 	if (i >= 0) {
 		s->fd_of[i] = -1;
 		s->nfds--;
+		s->nlook -= !s->bell_of[i];
 	}
 	return rc; /* the sleeper stays on epoll, the flag stays set */
 }

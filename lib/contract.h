@@ -52,6 +52,7 @@
 	X(VCPU_DESTROY, "vsched_vcpu_destroy", VSCHED__IN(OUTSIDE_GUEST))      \
 	X(WAITER_WAIT, "vsched_waiter_wait", VSCHED__IN(OUTSIDE_GUEST))        \
 	X(WAITER_FD_ADD, "vsched_waiter_fd_add", VSCHED__IN(OUTSIDE_GUEST))    \
+	X(WAITER_FD_DEL, "vsched_waiter_fd_del", VSCHED__IN(OUTSIDE_GUEST))    \
 	X(WAITER_SET_POLL, "vsched_waiter_set_poll", VSCHED__LIVE)             \
 	X(WAITER_KICK, "vsched_waiter_kick", VSCHED__LIVE)                     \
 	X(WAITER_DESTROY, "vsched_waiter_destroy", VSCHED__IN(OUTSIDE_GUEST))

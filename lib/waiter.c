@@ -130,6 +130,17 @@ int vsched_waiter_fd_add(struct vsched_waiter *w, int fd, uint32_t events,
 	return vsched__sleeper_fd_add(&w->sl, fd, events, tag);
 }
 
+int vsched_waiter_fd_del(struct vsched_waiter *w, int fd)
+{
+	int rc;
+
+	if (!w)
+		return VSCHED_EINVAL;
+	if ((rc = waiter_allowed(w, VSCHED__C_WAITER_FD_DEL)))
+		return rc;
+	return vsched__sleeper_fd_del(&w->sl, fd);
+}
+
 int vsched_waiter_stats(const struct vsched_waiter *w,
 			struct vsched_halt_stats *out)
 {

@@ -199,6 +199,19 @@ VSCHED_API int vsched_vcpu_set_guest_poll(struct vsched_vcpu *vcpu, bool allow);
 VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
 				  uint32_t events, uint64_t tag);
 
+/**
+ * An `events` flag of vsched_vcpu_fd_add() and vsched_waiter_fd_add(): the
+ * fd is a doorbell, an eventfd (or pipe) that its writer writes only after
+ * it saw the owner's "needs kick" armed, i.e. only while the owner sleeps
+ * (the virtio ioeventfd of doc/adopting.md's I/O thread). vsched never
+ * checks it while polling (no epoll_pwait every VSCHED_FD_CHECK_NS), reads
+ * it itself when it rings (8 bytes: an eventfd's counter is reset), and
+ * never reports it: a ring only makes the owner look at its condition (a
+ * waiter's cond, a vCPU's requests and event) again, and return for that,
+ * or sleep again when the ring was left over from an earlier sleep.
+ */
+#define VSCHED_FD_DOORBELL (1u << 24)
+
 /** Polling time between two checks of the registered fds in the poll
  * window (ns). */
 #define VSCHED_FD_CHECK_NS 5000

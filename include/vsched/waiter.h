@@ -130,6 +130,11 @@ VSCHED_API int vsched_waiter_kick(struct vsched_waiter *w);
 VSCHED_API int vsched_waiter_fd_add(struct vsched_waiter *w, int fd,
 				    uint32_t events, uint64_t tag);
 
+/** Remove a wake-source fd (see vsched_vcpu_fd_del()). @return as
+ * vsched_vcpu_fd_del(). States: idle only. Context: as
+ * vsched_waiter_fd_add(). Added in 0.3. */
+VSCHED_API int vsched_waiter_fd_del(struct vsched_waiter *w, int fd);
+
 /**
  * Halt/poll counters of a waiter (halt_wakeup counts kicks that woke it).
  * @return 0 or VSCHED_EINVAL. Any thread.

@@ -1234,6 +1234,95 @@ static void test_wait_error_is_reported(void **state)
 	vsched_vm_destroy(vm);
 }
 
+/* A doorbell fd (VSCHED_FD_DOORBELL, issue 23): never checked while
+ * polling, drained inside the library, and not a reason by itself: a ring
+ * left over from an earlier sleep sends the waiter back to sleep, a ring
+ * with the condition true returns for the condition. */
+static _Atomic int bell_cond;
+static bool bell_ready(void *arg)
+{
+	(void)arg;
+	return atomic_load(&bell_cond) != 0;
+}
+
+static struct vsched_waiter *bell_w;
+static _Atomic int bell_asleep;
+static int bell_reason;
+static void *bell_waiter(void *arg)
+{
+	(void)arg;
+	bell_reason = vsched_waiter_wait(bell_w, VSCHED_DEADLINE_NONE, NULL);
+	return NULL;
+}
+static void bell_before(struct vsched_waiter *w, void *arg)
+{
+	(void)w, (void)arg;
+	atomic_store(&bell_asleep, 1);
+}
+static void bell_after(struct vsched_waiter *w, void *arg)
+{
+	(void)w, (void)arg;
+}
+
+static void test_doorbell_fd(void **state)
+{
+	struct vsched_block_result res = { .size = sizeof(res) };
+	struct vsched_poll_params pp;
+	struct vsched_waiter *w;
+	uint64_t v;
+	(void)state;
+
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_waiter_config c = {
+		.size = sizeof(c), .cond = bell_ready,
+		.before_sleep = bell_before, .after_sleep = bell_after,
+	};
+	assert_int_equal(vsched_waiter_create_ex(vm, &c, &w), 0);
+	int bell = eventfd(0, EFD_NONBLOCK), plain = eventfd(0, EFD_NONBLOCK);
+	assert_int_equal(vsched_waiter_fd_add(w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
+
+	/* Polling 200 us to the deadline: the doorbell is never looked at. */
+	vsched_poll_defaults(VSCHED_POLL_FIXED, 1000000, &pp);
+	assert_int_equal(vsched_waiter_set_poll(w, &pp), 0);
+	assert_int_equal(vsched_waiter_wait(w, vsched_now_ns(vm) + 200000, &res),
+			 VSCHED_WAKE_DEADLINE);
+	assert_true(res.poll_ns > 0);
+	assert_int_equal(res.fd_checks, 0);
+	/* A plain fd beside it is (every VSCHED_FD_CHECK_NS). */
+	assert_int_equal(vsched_waiter_fd_add(w, plain, EPOLLIN, 2), 0);
+	assert_int_equal(vsched_waiter_wait(w, vsched_now_ns(vm) + 200000, &res),
+			 VSCHED_WAKE_DEADLINE);
+	assert_true(res.fd_checks > 0);
+	assert_int_equal(vsched_waiter_fd_del(w, plain), 0);
+	atomic_store(&bell_asleep, 0);
+
+	/* Asleep: a stale ring (the condition false) is drained, not
+	 * reported, and the waiter sleeps on to its deadline. */
+	vsched_poll_defaults(VSCHED_POLL_NONE, 0, &pp);
+	assert_int_equal(vsched_waiter_set_poll(w, &pp), 0);
+	assert_int_equal(eventfd_write(bell, 1), 0);
+	assert_int_equal(vsched_waiter_wait(w, vsched_now_ns(vm) + 20000000, &res),
+			 VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.nready_total, 0);
+	assert_int_equal(eventfd_read(bell, &v), -1); /* drained: EAGAIN */
+	/* A ring with the condition true, while it sleeps: returned for the
+	 * condition. */
+	pthread_t t;
+	bell_w = w;
+	assert_int_equal(pthread_create(&t, NULL, bell_waiter, NULL), 0);
+	while (!atomic_load(&bell_asleep))
+		usleep(1000); /* its before_sleep hook ran: it sleeps or will */
+	atomic_store(&bell_cond, 1);
+	assert_int_equal(eventfd_write(bell, 1), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(bell_reason, VSCHED_WAKE_REQUEST);
+	close(bell);
+	close(plain);
+	assert_int_equal(vsched_waiter_destroy(w), 0);
+	vsched_vm_destroy(vm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1255,6 +1344,7 @@ int main(void)
 		cmocka_unit_test(test_own_poll_policy),
 		cmocka_unit_test(test_wait_error_is_reported),
 		cmocka_unit_test(test_policy_learns_every_halt),
+		cmocka_unit_test(test_doorbell_fd),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

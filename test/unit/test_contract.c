@@ -361,7 +361,7 @@ static void test_waiter_every_call_every_state(void **state)
 	static const int states[] = { VSCHED_MODE_OUTSIDE_GUEST, VSCHED_MODE_POLLING,
 				      VSCHED_MODE_BLOCKED };
 	static const enum vsched__call calls[] = {
-		VSCHED__C_WAITER_WAIT, VSCHED__C_WAITER_FD_ADD,
+		VSCHED__C_WAITER_WAIT, VSCHED__C_WAITER_FD_ADD, VSCHED__C_WAITER_FD_DEL,
 		VSCHED__C_WAITER_SET_POLL, VSCHED__C_WAITER_KICK,
 		VSCHED__C_WAITER_DESTROY,
 	};
@@ -384,6 +384,9 @@ static void test_waiter_every_call_every_state(void **state)
 				break;
 			case VSCHED__C_WAITER_FD_ADD:
 				rc = vsched_waiter_fd_add(f.w, f.efd, EPOLLIN, 1);
+				break;
+			case VSCHED__C_WAITER_FD_DEL:
+				rc = vsched_waiter_fd_del(f.w, f.efd);
 				break;
 			case VSCHED__C_WAITER_SET_POLL:
 				rc = vsched_waiter_set_poll(f.w, &pp);
