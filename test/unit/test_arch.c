@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* One test body for every arch backend (native, generic, and the cross
- * builds under qemu-user): the arch contract of lib/arch/arch.h, and the
- * arch profiles' request tables. */
+ * builds under qemu-user): the arch contract of <vsched/arch.h> and
+ * lib/arch/arch.h, and the arch profiles' request tables. */
 #include <string.h>
 #include <time.h>
 
@@ -67,11 +67,14 @@ static void test_relax_and_wait_return(void **state)
 
 static void test_profiles_validate(void **state)
 {
-	const char *arches[] = { "x86_64", "aarch64", "ppc64le" };
+#define NAME(name) #name,
+	const char *arches[] = { VSCHED__ARCH_PROFILES(NAME) };
+#undef NAME
 	(void)state;
-	for (unsigned i = 0; i < 3; i++) {
+	for (unsigned i = 0; i < sizeof(arches) / sizeof(arches[0]); i++) {
 		const struct vsched_profile *p = vsched_profile_get(arches[i]);
 		assert_non_null(p);
+		assert_string_equal(p->arch, arches[i]);
 		assert_true(p->nkinds > 3);
 		struct vsched_vm *vm = make_vm(NULL, 0);
 		assert_int_equal(vsched_profile_declare(vm, p, NULL, NULL), 0);
