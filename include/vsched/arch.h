@@ -62,6 +62,8 @@ extern "C" {
 #include <vsched/arch/aarch64.h>
 #elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
 #include <vsched/arch/ppc64le.h>
+#elif defined(__s390x__)
+#include <vsched/arch/s390x.h>
 #endif
 #include <vsched/arch/generic.h>
 #undef VSCHED__ARCH_LAYER

@@ -31,7 +31,7 @@
 
 /* Every arch profile, by name (vsched__profile_<name>, defined in
  * lib/arch/<arch>/profile.c); lib/profile.c looks them up in this order. */
-#define VSCHED__ARCH_PROFILES(X) X(x86_64) X(aarch64) X(ppc64le)
+#define VSCHED__ARCH_PROFILES(X) X(x86_64) X(aarch64) X(ppc64le) X(s390x)
 
 #define VSCHED__PROFILE_EXTERN(name) extern const struct vsched_profile vsched__profile_##name;
 VSCHED__ARCH_PROFILES(VSCHED__PROFILE_EXTERN)

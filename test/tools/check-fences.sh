@@ -28,6 +28,10 @@ aarch64)
 	post='dmb[[:space:]]+ish'; enter='dmb[[:space:]]+ish'; kick='dmb[[:space:]]+ish' ;;
 ppc64le)
 	post='(^|[[:space:]])(hw)?sync'; enter='(^|[[:space:]])(hw)?sync'; kick='(^|[[:space:]])(hw)?sync' ;;
+s390x) # bcr 14,0 (z196+) or bcr 15,0, the serializing no-branch:
+	# objdump names them bnor %r0 and br %r0
+	post='(^|[[:space:]])(bnor|br|bcr[[:space:]]+1[45],)[[:space:]]*%?r?0([^0-9]|$)'
+	enter=$post; kick=$post ;;
 *)
 	echo "FAIL: no fence expectations for arch '$arch' (add them to $0)"; exit 1 ;;
 esac

@@ -96,6 +96,17 @@ static void test_profiles_validate(void **state)
 	assert_int_equal(x->poll_max_ns, 200000);
 	assert_int_equal(vsched_profile_get("aarch64")->poll_max_ns, 500000);
 	assert_int_equal(vsched_profile_get("ppc64le")->poll_max_ns, 10000);
+	/* s390x: the clock comparator is a level; a delivered SET PREFIX
+	 * raises the prefix refresh, served later in the same pass. */
+	const struct vsched_profile *z = vsched_profile_get("s390x");
+	int sp = vsched_profile_find(z, "SET_PREFIX");
+	int rp = vsched_profile_find(z, "REFRESH_GUEST_PREFIX");
+	assert_true(sp >= 0 && rp >= 0);
+	assert_true(z->kinds[sp].priority < z->kinds[rp].priority);
+	assert_true(z->kinds[sp].may_raise & VSCHED_KIND_BIT(z->kinds[rp].kind));
+	assert_int_equal(z->poll_max_ns, 50000);
+	assert_int_equal(z->timer_semantics, VSCHED_TIMER_LEVEL);
+	assert_string_equal(z->kinds[z->timer_kind].name, "EXT_CLOCK_COMP");
 	/* A VM's default poll window is its backend's profile's, read from the
 	 * one place it is written (the generic backend runs x86-64's). */
 	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
