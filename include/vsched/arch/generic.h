@@ -62,10 +62,12 @@ static inline void vsched__mb_after_rmw(void)
 #endif
 #endif
 
-#ifndef VSCHED__HAVE_TIMEBASE
+/* CLOCK_MONOTONIC in ns: the vDSO, no syscall. POSIX: a consumer built as
+ * strict ISO C (-std=c11) goes without it, as only the library reads the
+ * timebase. */
+#if !defined(VSCHED__HAVE_TIMEBASE) && defined(CLOCK_MONOTONIC)
 #define VSCHED__HAVE_TIMEBASE 1
 #define VSCHED__HAVE_TIMEBASE_FREQ 1
-/* CLOCK_MONOTONIC in ns: the vDSO, no syscall. */
 static inline uint64_t vsched__timebase(void)
 {
 	struct timespec ts;
