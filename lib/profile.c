@@ -9,12 +9,11 @@
 #define VSCHED_PROFILE_DEFAULT "x86_64"
 #endif
 
-/* Every arch's profile, whatever the build's target (lib/arch/<arch>/profile.c). */
-static const struct vsched_profile *const profiles[] = {
-	&vsched__profile_x86_64,
-	&vsched__profile_aarch64,
-	&vsched__profile_ppc64le,
-};
+/* Every arch's profile, whatever the build's target (lib/arch/<arch>/profile.c,
+ * listed by lib/arch/arch.h). */
+#define PROFILE_REF(name) &vsched__profile_##name,
+static const struct vsched_profile *const profiles[] = { VSCHED__ARCH_PROFILES(PROFILE_REF) };
+#undef PROFILE_REF
 
 const struct vsched_profile *vsched_profile_get(const char *arch)
 {

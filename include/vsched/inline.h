@@ -52,6 +52,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <vsched/arch.h>
 #include <vsched/version.h>
 #include <vsched/request.h>
 #include <vsched/vcpu.h>
@@ -109,30 +110,12 @@ VSCHED__INLINE_ASSERT(sizeof(struct vsched_vcpu_hot) == 128, "two cache lines");
 #endif
 
 /*
- * The full barrier after the post's and the entry's RMW: the same
- * instruction as the library's vsched__mb_after_rmw() (lib/arch), checked
- * in the library and in an inline test binary by test/tools/check-fences.sh.
- * The library's generic backend (sanitizer builds) defines
- * VSCHED_ARCH_GENERIC; ThreadSanitizer does not model a standalone fence,
- * so it gets a seq_cst RMW on the word just written.
+ * The full barrier after the post's and the entry's RMW: the arch layer's
+ * (<vsched/arch.h>), the same instruction as the library's
+ * vsched__mb_after_rmw(), checked in the library and in an inline test
+ * binary by test/tools/check-fences.sh.
  */
-#if defined(VSCHED_ARCH_GENERIC) && defined(__SANITIZE_THREAD__)
-#define VSCHED__INLINE_MB_AFTER_RMW(word) \
-	((void)__atomic_fetch_or((word), 0, __ATOMIC_SEQ_CST))
-#elif defined(VSCHED_ARCH_GENERIC) || \
-	!(defined(__x86_64__) || defined(__aarch64__) || defined(__powerpc64__))
-#define VSCHED__INLINE_MB_AFTER_RMW(word) \
-	((void)(word), __atomic_thread_fence(__ATOMIC_SEQ_CST))
-#elif defined(__x86_64__) /* the locked RMW was the barrier */
-#define VSCHED__INLINE_MB_AFTER_RMW(word) \
-	((void)(word), __atomic_signal_fence(__ATOMIC_SEQ_CST))
-#elif defined(__aarch64__)
-#define VSCHED__INLINE_MB_AFTER_RMW(word) \
-	do { (void)(word); __asm__ __volatile__("dmb ish" ::: "memory"); } while (0)
-#else
-#define VSCHED__INLINE_MB_AFTER_RMW(word) \
-	do { (void)(word); __asm__ __volatile__("sync" ::: "memory"); } while (0)
-#endif
+#define VSCHED__INLINE_MB_AFTER_RMW(word) VSCHED__MB_AFTER_RMW_ON(word)
 
 /* The library's slow paths, for the inline bodies only (not API: their
  * arguments are what the inline code has at hand). */

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /**
  * @file profile.h
- * @brief Arch profiles: what a hypervisor on x86-64, arm64 or ppc64le links
- * in as defaults. The request table in the arch's real service order (which
- * passes vsched_request_finalize()), the guest timer semantics, KVM's default
- * poll window, and what the blocking/unblocking hooks are for.
+ * @brief Arch profiles: what a hypervisor on each arch of doc/porting.md
+ * links in as defaults. The request table in the arch's real service order
+ * (which passes vsched_request_finalize()), the guest timer semantics,
+ * KVM's default poll window, and what the blocking/unblocking hooks are for.
  */
 #ifndef VSCHED_PROFILE_H
 #define VSCHED_PROFILE_H
@@ -35,7 +35,7 @@ struct vsched_profile_kind {
 
 /** An arch profile. */
 struct vsched_profile {
-	/** "x86_64", "aarch64" or "ppc64le". */
+	/** The arch's name: "x86_64", "aarch64", ... (doc/porting.md). */
 	const char *arch;
 	/** KVM's default halt_poll_ns for the arch. */
 	uint64_t poll_max_ns;
@@ -54,8 +54,8 @@ struct vsched_profile {
 };
 
 /**
- * The profile of `arch` ("x86_64", "aarch64", "ppc64le"), or of the arch
- * vsched was built for when NULL. @return the profile, or NULL if unknown.
+ * The profile of `arch` ("x86_64", "aarch64", ...: doc/porting.md), or of
+ * the arch vsched was built for when NULL. @return the profile, or NULL if unknown.
  * Any thread.
  */
 VSCHED_API const struct vsched_profile *vsched_profile_get(const char *arch);

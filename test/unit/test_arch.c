@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* One test body for every arch backend (native, generic, and the cross
- * builds under qemu-user): the arch contract of lib/arch/arch.h, and the
- * arch profiles' request tables. */
+ * builds under qemu-user): the arch contract of <vsched/arch.h> and
+ * lib/arch/arch.h, and the arch profiles' request tables. */
 #include <string.h>
 #include <time.h>
 
@@ -74,11 +74,14 @@ static void test_relax_and_wait_return(void **state)
 
 static void test_profiles_validate(void **state)
 {
-	const char *arches[] = { "x86_64", "aarch64", "ppc64le" };
+#define NAME(name) #name,
+	const char *arches[] = { VSCHED__ARCH_PROFILES(NAME) };
+#undef NAME
 	(void)state;
-	for (unsigned i = 0; i < 3; i++) {
+	for (unsigned i = 0; i < sizeof(arches) / sizeof(arches[0]); i++) {
 		const struct vsched_profile *p = vsched_profile_get(arches[i]);
 		assert_non_null(p);
+		assert_string_equal(p->arch, arches[i]);
 		assert_true(p->nkinds > 3);
 		struct vsched_vm *vm = make_vm(NULL, 0);
 		assert_int_equal(vsched_profile_declare(vm, p, NULL, NULL), 0);
@@ -100,6 +103,17 @@ static void test_profiles_validate(void **state)
 	assert_int_equal(x->poll_max_ns, 200000);
 	assert_int_equal(vsched_profile_get("aarch64")->poll_max_ns, 500000);
 	assert_int_equal(vsched_profile_get("ppc64le")->poll_max_ns, 10000);
+	/* s390x: the clock comparator is a level; a delivered SET PREFIX
+	 * raises the prefix refresh, served later in the same pass. */
+	const struct vsched_profile *z = vsched_profile_get("s390x");
+	int sp = vsched_profile_find(z, "SET_PREFIX");
+	int rp = vsched_profile_find(z, "REFRESH_GUEST_PREFIX");
+	assert_true(sp >= 0 && rp >= 0);
+	assert_true(z->kinds[sp].priority < z->kinds[rp].priority);
+	assert_true(z->kinds[sp].may_raise & VSCHED_KIND_BIT(z->kinds[rp].kind));
+	assert_int_equal(z->poll_max_ns, 50000);
+	assert_int_equal(z->timer_semantics, VSCHED_TIMER_LEVEL);
+	assert_string_equal(z->kinds[z->timer_kind].name, "EXT_CLOCK_COMP");
 	/* A VM's default poll window is its backend's profile's, read from the
 	 * one place it is written (the generic backend runs x86-64's). */
 	struct vsched_vm_config cfg = { .size = sizeof(cfg) };

@@ -2,24 +2,27 @@
 /* x86-64 backend. TSO: only store->load needs a fence, and every locked
  * instruction is one, so a locked add to the stack is the store-load fence
  * (cheaper than mfence) and an RMW needs nothing after it. */
-#ifndef VSCHED__ARCH_DISPATCH
-#error "do not include arch/x86_64/arch.h directly; include arch/arch.h"
+#ifndef VSCHED__ARCH_LAYER
+#error "do not include <vsched/arch/x86_64.h> directly; include <vsched/arch.h>"
 #endif
 
 #define VSCHED__ARCH_NAME "x86_64"
 /* Request table, timer, poll window, hooks: lib/arch/x86_64/profile.c. */
 #define VSCHED__ARCH_PROFILE vsched__profile_x86_64
 
+#define VSCHED__HAVE_RELAX 1
 static inline void vsched__relax(void)
 {
 	__asm__ __volatile__("pause" ::: "memory");
 }
 
+#define VSCHED__HAVE_MB 1
 static inline void vsched__mb(void)
 {
 	__asm__ __volatile__("lock; addl $0,-4(%%rsp)" ::: "memory", "cc");
 }
 
+#define VSCHED__HAVE_MB_AFTER_RMW 1
 static inline void vsched__mb_after_rmw(void)
 {
 	/* The locked RMW before this already ordered everything; stop only
@@ -34,11 +37,8 @@ static inline uint64_t vsched__timebase(void)
 	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
 	return ((uint64_t)hi << 32) | lo;
 }
-/* The TSC rate is not architecturally readable everywhere: calibrate. */
-static inline uint64_t vsched__timebase_freq_hw(void)
-{
-	return 0;
-}
+/* The TSC rate is not architecturally readable everywhere: no
+ * VSCHED__HAVE_TIMEBASE_FREQ, lib/timebase.c calibrates. */
 
 /* Wait-for-event: Intel's umonitor/umwait (WAITPKG) or AMD's
  * monitorx/mwaitx (MONITORX), detected at run time (lib/arch/x86_64/arch.c);
@@ -71,5 +71,3 @@ static inline void vsched__wait_event(const void *p, uint64_t v)
 		vsched__relax();
 	}
 }
-
-#include "../generic/fill.h"
