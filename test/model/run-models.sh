@@ -34,9 +34,17 @@ kvm.pml CLEAR_LATE fail
 kvm.pml SIGNAL_ONLY fail
 kvm.pml RUN_ON_CANCEL fail
 sleeper.pml - pass
+sleeper.pml WAKER_USE_EVFD fail
 sleeper.pml SPLIT_MECH fail
 sleeper.pml NO_GRACE_PERIOD fail
 sleeper.pml NO_DESTROYED_CHECK fail
+destroy.pml - pass
+destroy.pml ARM_XCHG fail
+destroy.pml LEAVE_XCHG fail
+destroy.pml DESTROY_XCHG fail
+destroy.pml ARM_IGNORES_OLD fail
+destroy.pml POLL_STORE fail
+destroy.pml REACH_ASLEEP_AFTER_DESTROY fail
 needskick.pml - pass
 needskick.pml HOOK_AFTER_RECHECK fail
 PLAN

@@ -1,35 +1,47 @@
 /*
  * SPDX-License-Identifier: MIT
  *
- * Spin model of the sleeper's wake mechanism (lib/block.c) and of vCPU
- * destroy against a poster in mid-wake (lib/vcpu.c). Memory is sequentially
- * consistent here: the store->load pair of post/block is kick.pml's; this
- * model is about which mechanism each side uses and how long the eventfd
- * lives.
+ * Spin model of the sleeper's wake mechanism (lib/block.c arm(),
+ * vsched__sleeper_fd_add(); lib/mode.c vsched__wake_sleeper()) and of vCPU
+ * destroy against a poster in mid-wake (lib/vcpu.c). Memory is
+ * sequentially consistent here: the store->load pair of post/block is
+ * kick.pml's; this model is about which mechanism each side uses and how
+ * long the eventfd lives. Destroy against the sleeper itself (a destroy
+ * that races the block) is destroy.pml's.
  *
- * The vCPU thread makes its first vsched_vcpu_fd_add(), which builds the
- * epoll set and then may have the caller's fd refused, then blocks a few
- * times: BLOCKED, re-check, sleep in epoll_pwait (kick eventfd, or its own
- * user fd, which becomes ready once) or on the futex, by the mechanism the
- * sleeper chose. Posters set the request, read the mode and, on BLOCKED, CAS
- * it to OUTSIDE and wake the sleeper by the mechanism the waker chose: the
- * futex, or a write to the eventfd, as a callout (lib/mode.h): count
- * itself in, re-check the word for DESTROYED, write, count itself out. When
- * the vCPU thread is done, a destroyer publishes DESTROYED, waits until no
- * callout is counted, and closes the eventfd, whose number may then be
- * reused by anything. (The kick and wake callbacks are callouts of the same
- * shape; the eventfd write stands for all three.)
+ * Another thread makes the vCPU's first vsched_vcpu_fd_add() at any point,
+ * also while the vCPU sleeps (its state check read the word just before
+ * the arm): it builds the epoll set, then the kernel may refuse the
+ * caller's fd; only a fully built set is published, by use_evfd. The vCPU
+ * thread blocks a few times. Each arm reads use_evfd and publishes it in
+ * sleep_evfd, then exchanges BLOCKED into the word, re-checks, and sleeps
+ * by the mechanism of that arm: epoll_pwait (woken only by the kick
+ * eventfd, whose count is sticky, or by its own user fd, ready once) or
+ * the futex (it sleeps only if the word still says BLOCKED as it enters;
+ * woken only by a futex wake). Posters set the request, read the mode and,
+ * on BLOCKED, CAS it to OUTSIDE and wake the sleeper by the mechanism
+ * published for the arm their CAS read: the futex, or a write to the
+ * eventfd, as a callout (lib/mode.h): count itself in, re-check the word
+ * for DESTROYED, write, count itself out. When the vCPU thread and the
+ * fd_add are done, a destroyer publishes DESTROYED, waits until no callout
+ * is counted, and closes the eventfd, whose number may then be reused by
+ * anything. (The kick and wake callbacks are callouts of the same shape;
+ * the eventfd write stands for all three.)
  *
  * Properties:
  *  - no lost wakeup: whenever everything is stuck with the vCPU asleep, no
- *    request is pending;
+ *    request is pending (a waker still in flight is not stuck);
  *  - no write into a closed eventfd (a reused fd number).
  *
  * Broken variants (each must fail):
- *   -DSPLIT_MECH          the old fd_add: the sleeper chooses epoll because
- *                         the epoll set exists, the waker chooses the
- *                         eventfd by a flag set only after the caller's fd
- *                         was accepted (lost wakeup)
+ *   -DWAKER_USE_EVFD      the waker reads use_evfd, not the arm's
+ *                         sleep_evfd (the code before 9d80580): an fd_add
+ *                         during a futex sleep sends its wake to an eventfd
+ *                         nobody sleeps on (lost wakeup)
+ *   -DSPLIT_MECH          the older fd_add: the sleeper chooses epoll
+ *                         because the epoll set exists, the waker by the
+ *                         flag set only after the caller's fd was accepted
+ *                         (lost wakeup after a refused fd)
  *   -DNO_GRACE_PERIOD     destroy closes the eventfd at once, without
  *                         waiting for callouts (late write)
  *   -DNO_DESTROYED_CHECK  the waker does not re-check the word after
@@ -46,7 +58,8 @@
 
 byte mode = OUTSIDE;
 bit pending;
-bit use_evfd;     /* the one flag: sleeper and waker both read it */
+bit use_evfd;     /* the epoll set is complete: the next arm sleeps there */
+bit sleep_evfd;   /* the mechanism of the current arm (the owner's) */
 bit epfd;         /* the epoll set exists (SPLIT_MECH: the sleeper's choice) */
 bit evfd_open;    /* the kick eventfd is open under its number */
 byte evfd_count;  /* its counter */
@@ -54,45 +67,52 @@ bit user_fd;      /* the caller's fd is ready (once) */
 bit futex_asleep;
 byte callouts;    /* wakers inside a callout */
 bit vcpu_done;
+bit fd_done;
+
+/* vsched_vcpu_fd_add() from another thread, at any point. */
+proctype fd_adder()
+{
+	atomic { epfd = 1; evfd_open = 1 };   /* epoll, eventfd, timerfd */
+	if
+	:: /* the caller's fd refused */
+#ifndef SPLIT_MECH
+		atomic { epfd = 0; evfd_open = 0 } /* roll back, never published */
+#else
+		skip                               /* returned as it was */
+#endif
+	:: use_evfd = 1;                          /* accepted: release */
+		user_fd = 1                        /* it becomes ready, once */
+	fi;
+	fd_done = 1
+}
 
 proctype vcpu()
 {
 	byte c = 0;
 	bit mech, byfd;
 
-	/* First fd_add: create epoll, eventfd, timerfd; then add the
-	 * caller's fd, which the kernel may refuse. */
-	atomic { epfd = 1; evfd_open = 1 };
-	if
-	:: /* refused */
-#ifndef SPLIT_MECH
-		atomic { epfd = 0; evfd_open = 0 } /* roll back, never published */
-#else
-		skip                               /* return as it was */
-#endif
-	:: use_evfd = 1; user_fd = 1               /* accepted */
-	fi;
-
 	do
 	:: c < NB ->
 		c++;
 		pending = 0;                 /* service */
-		mode = BLOCKED;              /* exchange + barrier */
+#ifdef SPLIT_MECH
+		mech = epfd;                 /* chosen by "the set exists" */
+#else
+		sleep_evfd = use_evfd;       /* arm(): publish this arm's mechanism */
+		mech = sleep_evfd;
+#endif
+		mode = BLOCKED;              /* exchange (release) + barrier */
 		if
 		:: pending ->
 			atomic { if :: mode == BLOCKED -> mode = OUTSIDE :: else -> skip fi }
 		:: else ->
-#ifdef SPLIT_MECH
-			mech = epfd;
-#else
-			mech = use_evfd;
-#endif
 sleep:
+			byfd = 0;
 			if
 			:: mech ->
 				/* epoll_pwait on eventfd + the caller's fd */
 				if
-				:: atomic { evfd_count > 0 -> evfd_count = 0; byfd = 0 }
+				:: atomic { evfd_count > 0 -> evfd_count = 0 }
 				:: atomic { user_fd -> user_fd = 0; byfd = 1 }
 				:: timeout -> assert(!pending); goto done
 				fi
@@ -112,7 +132,7 @@ sleep:
 			:: mode != BLOCKED -> skip   /* a poster woke us: fast path */
 			:: else ->
 				if
-				:: mech && byfd ->
+				:: byfd ->
 					/* the caller's fd: leave by ourselves */
 					mode = OUTSIDE       /* exchange */
 				:: else -> goto sleep /* stale count, spurious */
@@ -127,7 +147,7 @@ done:
 
 proctype poster(byte i)
 {
-	bit won = 0;
+	bit won = 0, evfd;
 
 	if
 	:: mode == DESTROYED -> goto out     /* ESHUTDOWN */
@@ -140,20 +160,26 @@ proctype poster(byte i)
 	:: else -> skip
 	fi;
 	if
-	:: won && use_evfd ->
+	:: won ->
 		callouts++;                  /* vsched__callout_begin() */
 #ifndef NO_DESTROYED_CHECK
 		if
 		:: mode != DESTROYED ->
 #endif
-			atomic { assert(evfd_open); evfd_count++ }
+#if defined(WAKER_USE_EVFD) || defined(SPLIT_MECH)
+			evfd = use_evfd;
+#else
+			evfd = sleep_evfd;   /* the mechanism of the arm we won */
+#endif
+			if
+			:: evfd -> atomic { assert(evfd_open); evfd_count++ }
+			:: else -> futex_asleep = 0 /* futex wake */
+			fi
 #ifndef NO_DESTROYED_CHECK
 		:: else -> skip
 		fi;
 #endif
 		callouts--                   /* vsched__callout_end() */
-	:: won && !use_evfd ->
-		futex_asleep = 0             /* futex wake */
 	:: else -> skip
 	fi;
 out:	skip
@@ -161,7 +187,7 @@ out:	skip
 
 proctype destroyer()
 {
-	(vcpu_done);                         /* its thread stopped using it */
+	(vcpu_done && fd_done);              /* its thread stopped using it */
 	mode = DESTROYED;
 #ifndef NO_GRACE_PERIOD
 	(callouts == 0);                     /* vsched__sleeper_quiesce() */
@@ -173,6 +199,7 @@ init
 {
 	atomic {
 		run vcpu();
+		run fd_adder();
 		run poster(0);
 		run poster(1);
 		run destroyer()
