@@ -741,9 +741,9 @@ static void learn_sleep_cpu(struct vsched__sleeper *s, uint64_t cpu0, uint64_t e
  * waker whose CAS reads this BLOCKED word reads it too (the exchange is a
  * release). An fd_add meanwhile moves the next arm to epoll, never this
  * one. Returns 0, or VSCHED_ESHUTDOWN when the word said DESTROYED (a
- * destroy that raced the block's start, outside its contract): the word
- * is put back, never overwritten (protocol.md "Destroy against a
- * sleeper"). Owner thread. */
+ * destroy that raced the block's start, outside its contract): the arm is
+ * a CAS, so DESTROYED is never overwritten (protocol.md "Destroy against
+ * a sleeper"). Owner thread. */
 static int arm(struct vsched__sleeper *s, uint32_t blocked)
 {
 	bool evfd = atomic_load_explicit(&s->use_evfd, memory_order_acquire);
@@ -752,10 +752,8 @@ static int arm(struct vsched__sleeper *s, uint32_t blocked)
 	if (evfd != atomic_load_explicit(&s->sleep_evfd, memory_order_relaxed))
 		atomic_store_explicit(&s->sleep_evfd, evfd, memory_order_relaxed);
 	old = vsched__mode_arm(s, blocked);
-	if (VSCHED__UNLIKELY(vsched__mode_of(old) == VSCHED_MODE_DESTROYED)) {
-		atomic_exchange_explicit(s->word, old, memory_order_seq_cst);
-		return VSCHED_ESHUTDOWN;
-	}
+	if (VSCHED__UNLIKELY(old != vsched__mode_with(blocked, VSCHED_MODE_OUTSIDE_GUEST)))
+		return VSCHED_ESHUTDOWN; /* DESTROYED, the only other writer's */
 	return 0;
 }
 

@@ -219,7 +219,7 @@ void vsched__mode_wait_ack(struct vsched_vcpu *v, uint32_t seen)
 }
 
 /* ------------------------------------------------------------------ */
-/* protocol.md "The wake mechanism: futex or eventfd, one flag" and
+/* protocol.md "The wake mechanism" and
  * "Destroy against a poster in mid-wake". */
 
 /*

@@ -67,7 +67,14 @@ static inline uint32_t vsched__mode_leave(struct vsched_vcpu *v, unsigned mode)
 static inline uint32_t vsched__mode_arm(struct vsched__sleeper *s,
 					uint32_t blocked)
 {
-	uint32_t old = atomic_exchange_explicit(s->word, blocked, memory_order_seq_cst);
+	/* A CAS from the owner's own OUTSIDE_GUEST word: only a destroy
+	 * changes it meanwhile, and DESTROYED is then never overwritten,
+	 * not even for a moment a poster could see (protocol.md "Destroy
+	 * against a sleeper"). */
+	uint32_t old = vsched__mode_with(blocked, VSCHED_MODE_OUTSIDE_GUEST);
+	atomic_compare_exchange_strong_explicit(s->word, &old, blocked,
+						memory_order_seq_cst,
+						memory_order_seq_cst);
 	vsched__mb_after_rmw();
 	return old;
 }
@@ -88,10 +95,15 @@ static inline void vsched__mode_set_relaxed(struct vsched__sleeper *s,
 static inline uint32_t vsched__mode_leave_blocked(struct vsched__sleeper *s,
 						  uint32_t blocked)
 {
+	uint32_t old = blocked;
+
 	vsched__count(&s->hs.stores);
-	return atomic_exchange_explicit(
-		s->word, vsched__mode_with(blocked, VSCHED_MODE_OUTSIDE_GUEST),
-		memory_order_seq_cst);
+	/* A CAS from `blocked`: it fails only when a waker won the word
+	 * first, and a destroy that followed that waker is kept. */
+	atomic_compare_exchange_strong_explicit(
+		s->word, &old, vsched__mode_with(blocked, VSCHED_MODE_OUTSIDE_GUEST),
+		memory_order_seq_cst, memory_order_seq_cst);
+	return old;
 }
 
 /* protocol.md "The way back from a sleep". Owner thread, woken by a poster:
@@ -161,7 +173,7 @@ void vsched__mode_rewake(struct vsched_vcpu *v);
  * wait until v, seen in guest mode at word `seen`, has left that entry. */
 void vsched__mode_wait_ack(struct vsched_vcpu *v, uint32_t seen);
 
-/* protocol.md "The wake mechanism: futex or eventfd, one flag". Any thread,
+/* protocol.md "The wake mechanism". Any thread,
  * by the waker that won BLOCKED -> OUTSIDE_GUEST: wake the sleeper on the
  * mechanism it sleeps on, as a callout. */
 void vsched__wake_sleeper(struct vsched__sleeper *s);
