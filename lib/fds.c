@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A sleeper's fd wake sources (lib/sleeper.h): the tables of the user's
+ * fds, their tags and doorbells, grown by fd_add and never on the wait
+ * path; the checks of ready fds without sleeping; fd_add and fd_del, and
+ * the one flag that moves the sleeper's next sleep to epoll.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "abi.h"
+#include "mode.h"
+#include "contract.h"
+#include "sleeper.h"
+
+/* One ready registered fd: into the inline tags, and into the caller's
+ * array while it has room; every one is counted. */
+void vsched__add_tag(struct vsched_block_result *res, uint64_t tag)
+{
+	unsigned k = res->nready_total++;
+	if (k < VSCHED_BLOCK_MAX_TAGS)
+		res->tags[k] = tag;
+	if (res->ready_tags) {
+		if (k < res->ready_cap) {
+			res->ready_tags[k] = tag;
+			res->nready = k + 1;
+		}
+	} else if (k < VSCHED_BLOCK_MAX_TAGS) {
+		res->nready = k + 1;
+	}
+}
+
+void vsched__clear_tags(struct vsched_block_result *res)
+{
+	res->nready = 0;
+	res->nready_total = 0;
+}
+
+/* The user fd in epoll slot `slot`, still registered? */
+bool vsched__user_slot(const struct vsched__sleeper *s, uint64_t slot)
+{
+	return slot >= SLOT_USER && slot - SLOT_USER < s->nslots &&
+	       s->fd_of[slot - SLOT_USER] >= 0;
+}
+
+/* Check the registered fds without sleeping: one epoll_pwait(0). The kick
+ * eventfd and the timerfd are left alone (not BLOCKED, nobody writes the
+ * eventfd; the sleep drains them). Returns the number of ready user fds,
+ * whose tags are in res (doorbells are not looked at: they ring only while
+ * the owner sleeps). Owner thread, with s->nlook != 0. */
+unsigned vsched__collect_ready(struct vsched__sleeper *s,
+			      struct vsched_block_result *res)
+{
+	int n = vsched__os_wait(&s->os, s->ev, (int)s->nslots + 2, 0);
+
+	vsched__clear_tags(res);
+	for (int i = 0; i < n; i++) {
+		uint64_t slot = s->ev[i].data.u64;
+		if (vsched__user_slot(s, slot) && !s->bell_of[slot - SLOT_USER])
+			vsched__add_tag(res, s->tag_of[slot - SLOT_USER]);
+	}
+	return res->nready_total;
+}
+
+/* The same, from the poll loop or a check-once: counted. */
+unsigned vsched__fd_check(struct vsched__sleeper *s,
+			 struct vsched_block_result *res)
+{
+	vsched__count(&s->hs.fd_checks);
+	res->fd_checks++;
+	return vsched__collect_ready(s, res);
+}
+
+void vsched__free_fd_tables(struct vsched__sleeper *s)
+{
+	const struct vsched_allocator *a = &s->vm->alloc;
+
+	vsched__free(a, s->fd_of, s->nslots * sizeof(*s->fd_of));
+	vsched__free(a, s->tag_of, s->nslots * sizeof(*s->tag_of));
+	vsched__free(a, s->bell_of, s->nslots * sizeof(*s->bell_of));
+	vsched__free(a, s->ev, (s->nslots + 2) * sizeof(*s->ev));
+	s->fd_of = NULL;
+	s->tag_of = NULL;
+	s->bell_of = NULL;
+	s->ev = NULL;
+	s->nslots = 0;
+}
+
+/* The slot of user fd number `fd`, or -1. */
+static int slot_of(const struct vsched__sleeper *s, int fd)
+{
+	for (unsigned i = 0; i < s->nslots; i++)
+		if (s->fd_of[i] == fd)
+			return (int)i;
+	return -1;
+}
+
+/* Room for one more user fd: the tables double (at fd_add time, never on
+ * the wait path). Returns a free slot, or -1 when out of memory. */
+static int free_slot(struct vsched__sleeper *s)
+{
+	const struct vsched_allocator *a = &s->vm->alloc;
+	unsigned n = s->nslots, cap;
+	int *fd_of;
+	uint64_t *tag_of;
+	bool *bell_of;
+	struct epoll_event *ev;
+
+	for (unsigned i = 0; i < n; i++)
+		if (s->fd_of[i] < 0)
+			return (int)i;
+	cap = n ? 2 * n : FIRST_SLOTS;
+	if (cap <= n || cap > (unsigned)INT32_MAX - 2)
+		return -1;
+	fd_of = vsched__alloc(a, cap * sizeof(*fd_of));
+	tag_of = vsched__alloc(a, cap * sizeof(*tag_of));
+	bell_of = vsched__alloc(a, cap * sizeof(*bell_of));
+	ev = vsched__alloc(a, (cap + 2) * sizeof(*ev));
+	if (!fd_of || !tag_of || !bell_of || !ev) {
+		vsched__free(a, fd_of, cap * sizeof(*fd_of));
+		vsched__free(a, tag_of, cap * sizeof(*tag_of));
+		vsched__free(a, bell_of, cap * sizeof(*bell_of));
+		vsched__free(a, ev, (cap + 2) * sizeof(*ev));
+		return -1;
+	}
+	for (unsigned i = 0; i < cap; i++) {
+		fd_of[i] = i < n ? s->fd_of[i] : -1;
+		bell_of[i] = i < n && s->bell_of[i];
+	}
+	if (n)
+		memcpy(tag_of, s->tag_of, n * sizeof(*tag_of));
+	vsched__free_fd_tables(s);
+	s->fd_of = fd_of;
+	s->tag_of = tag_of;
+	s->bell_of = bell_of;
+	s->ev = ev;
+	s->nslots = cap;
+	return (int)n;
+}
+
+/*
+ * One flag, use_evfd, selects both halves of the wakeup: the sleeper sleeps
+ * in epoll_pwait iff it is set (engine()), and a waker writes the eventfd
+ * iff it is set (vsched__wake_sleeper()). It is set only once the epoll set
+ * holds the eventfd, the timerfd and the caller's fd; a first call that
+ * fails anywhere closes what it created and leaves the flag clear, so the
+ * sleeper stays on the futex that wakers use. No waker can hold the
+ * unpublished eventfd: it reads s->os.evfd only after seeing the flag.
+ * Context: the owner thread, which is not asleep, so no sleep is switching
+ * mechanism under us.
+ */
+int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
+			   uint64_t tag)
+{
+	const bool first = !atomic_load_explicit(&s->use_evfd, memory_order_relaxed);
+	int rc;
+
+	const bool bell = events & VSCHED_FD_DOORBELL;
+
+	events &= ~(uint32_t)VSCHED_FD_DOORBELL;
+	if (fd < 0 || !events || (events & EPOLLET))
+		return VSCHED_EINVAL;
+	if (first && (rc = vsched__os_set_open(&s->os)))
+		return rc; /* open() closed what it created */
+	/* epoll hands back a slot number (the engine's own fds use 0 and
+	 * 1); the user's tag is kept in the slot. */
+	int i = free_slot(s);
+	if (i < 0) {
+		rc = VSCHED_ENOMEM;
+		goto undo;
+	}
+	/* An fd number still in the table whose file was closed (epoll
+	 * dropped it with its last reference) and which now names another
+	 * file: the new registration takes its slot, so that each number
+	 * has one slot and fd_del's count stays right. */
+	int old = slot_of(s, fd);
+	if (old >= 0)
+		i = old;
+	rc = vsched__os_ctl(&s->os, EPOLL_CTL_ADD, fd, events, SLOT_USER + (unsigned)i);
+	if (rc == -EEXIST)
+		rc = VSCHED_EEXIST;
+	else if (rc == -ENOSPC) /* the kernel's max_user_watches */
+		rc = VSCHED_ENOMEM;
+	if (rc)
+		goto undo;
+	if (old < 0)
+		s->nfds++;
+	else if (!s->bell_of[i])
+		s->nlook--;
+	s->fd_of[i] = fd;
+	s->tag_of[i] = tag;
+	s->bell_of[i] = bell;
+	s->nlook += !bell;
+	/* Release: a waker that sees the flag sees s->os.evfd. */
+	atomic_store_explicit(&s->use_evfd, true, memory_order_release);
+	return 0;
+undo:
+	if (first)
+		vsched__os_set_close(&s->os); /* never published: nobody holds them */
+	return rc ? rc : VSCHED_ENOMEM;
+}
+
+/* A closed fd is gone from the epoll set already (ENOENT or EBADF from
+ * the kernel) but not from the table: its slot is freed all the same, and
+ * the kernel's answer returned. */
+int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd)
+{
+	int rc, i;
+	if (!atomic_load_explicit(&s->use_evfd, memory_order_relaxed) || fd < 0)
+		return VSCHED_EINVAL;
+	rc = vsched__os_ctl(&s->os, EPOLL_CTL_DEL, fd, 0, 0);
+	i = slot_of(s, fd);
+	if (i >= 0) {
+		s->fd_of[i] = -1;
+		s->nfds--;
+		s->nlook -= !s->bell_of[i];
+	}
+	return rc; /* the sleeper stays on epoll, the flag stays set */
+}
+
+int vsched_vcpu_fd_add(struct vsched_vcpu *v, int fd, uint32_t events,
+		       uint64_t tag)
+{
+	int rc;
+
+	if (!v)
+		return VSCHED_EINVAL;
+	if ((rc = vsched__vcpu_allowed(v, VSCHED__C_VCPU_FD_ADD)))
+		return rc;
+	return vsched__sleeper_fd_add(&v->sl, fd, events, tag);
+}
+
+int vsched_vcpu_fd_del(struct vsched_vcpu *v, int fd)
+{
+	int rc;
+
+	if (!v)
+		return VSCHED_EINVAL;
+	if ((rc = vsched__vcpu_allowed(v, VSCHED__C_VCPU_FD_DEL)))
+		return rc;
+	return vsched__sleeper_fd_del(&v->sl, fd);
+}
+
+/* The caller's block result (lib/abi.h rule). */
+#define RESULT_MIN VSCHED__SIZE_TO(struct vsched_block_result, vetoed)
+
+int vsched__result_in(struct vsched_block_result *ours,
+		      const struct vsched_block_result *theirs)
+{
+	return vsched__struct_in(ours, sizeof(*ours), theirs, RESULT_MIN);
+}
+
+void vsched__result_out(struct vsched_block_result *theirs,
+			const struct vsched_block_result *ours)
+{
+	vsched__struct_out(theirs, ours, sizeof(*ours));
+}

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A sleeper's life (init, fini) and the poll policy in force: its own, or
+ * its VM's, refreshed under RCU when either changes (lib/sleeper.h).
+ */
+#include <urcu/urcu-bp.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "abi.h"
+#include "mode.h"
+#include "contract.h"
+#include "sleeper.h"
+
+/*
+ * Take the policy in force: the sleeper's own when it has one, else the
+ * VM's. Its state restarts when the policy changed: the sleeper's own was
+ * set or cleared, or the VM's changed while the sleeper follows it. Each
+ * pointer is read after its generation (acquire), which its installer bumps
+ * after publishing the pointer: a reader that saw a generation finds that
+ * policy or a newer one, and a newer one bumps the generation again.
+ */
+void vsched__refresh_policy(struct vsched__sleeper *s, uint64_t vg, uint64_t og)
+{
+	struct vsched__poll_cfg cfg, *own;
+	bool restart = og != s->own_gen_seen;
+
+	urcu_bp_read_lock();
+	own = atomic_load_explicit(&s->own_poll, memory_order_acquire);
+	if (own) {
+		cfg = *own;
+		VSCHED__TSAN_RELEASE(own);
+	}
+	urcu_bp_read_unlock();
+	if (!own) {
+		vsched__poll_read(s->vm, &cfg);
+		restart = restart || s->own_params || cfg.gen != s->poll_gen;
+		vg = cfg.gen;
+	}
+	s->poll_gen = vg;
+	s->own_gen_seen = og;
+	s->own_params = own != NULL;
+	if (restart) {
+		s->params = cfg.p;
+		vsched_poll_init(&s->params, &s->poll);
+	}
+}
+
+int vsched__sleeper_set_poll(struct vsched__sleeper *s,
+			     const struct vsched_poll_params *p)
+{
+	struct vsched__poll_cfg *cfg = NULL, *old;
+	struct vsched_poll_params n;
+
+	if (p) {
+		if (!vsched__poll_params_ok(p, &n))
+			return VSCHED_EINVAL;
+		cfg = vsched__alloc(&s->vm->alloc, sizeof(*cfg));
+		if (!cfg)
+			return VSCHED_ENOMEM;
+		cfg->p = n;
+		cfg->gen = 0;
+	}
+	old = atomic_exchange_explicit(&s->own_poll, cfg, memory_order_seq_cst);
+	/* After the pointer (see vsched__refresh_policy()). */
+	atomic_fetch_add_explicit(&s->own_gen, 1, memory_order_release);
+	if (old) {
+		urcu_bp_synchronize_rcu();
+		VSCHED__TSAN_ACQUIRE(old); /* the readers' releases, for TSan */
+		vsched__free(&s->vm->alloc, old, sizeof(*old));
+	}
+	return 0;
+}
+
+int vsched_vcpu_set_poll(struct vsched_vcpu *v,
+			 const struct vsched_poll_params *p)
+{
+	int rc;
+
+	if (!v)
+		return VSCHED_EINVAL;
+	if ((rc = vsched__vcpu_allowed(v, VSCHED__C_VCPU_SET_POLL)))
+		return rc;
+	return vsched__sleeper_set_poll(&v->sl, p);
+}
+
+void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
+			  _Atomic uint32_t *word)
+{
+	s->vm = vm;
+	s->word = word;
+	s->os = (struct vsched__os_set)VSCHED__OS_SET_INIT;
+	s->wake_margin_ns = MARGIN_START;
+	s->fd_margin_ns = MARGIN_START_FD;
+	s->tfd_at = TFD_UNKNOWN;
+	s->sleep_cpu_ns = VSCHED_POLL_SLEEP_CPU_NS;
+}
+
+/* Idempotent: a destroyed vCPU is finished again with its VM. */
+void vsched__sleeper_fini(struct vsched__sleeper *s)
+{
+	struct vsched__poll_cfg *own;
+
+	vsched__os_set_close(&s->os);
+	vsched__free_fd_tables(s);
+	own = atomic_exchange_explicit(&s->own_poll, NULL, memory_order_relaxed);
+	if (own)
+		vsched__free(&s->vm->alloc, own, sizeof(*own));
+}
+
+/* The previous halt's lesson (account()), taken at this halt's start,
+ * before the policy is refreshed and this halt's window is chosen: the
+ * policy learns every halt, in order, with the parameters it ran under,
+ * and none of its work sits between "a reason to run" and the return. */
+void vsched__learn(struct vsched__sleeper *s, int id)
+{
+	uint64_t before = s->poll.window_ns;
+
+	s->lesson_pending = false;
+	if (!s->params.sleep_cpu_ns) { /* measured here (SLEEP_SAMPLE) */
+		struct vsched_poll_params p = s->params;
+		p.sleep_cpu_ns = s->sleep_cpu_ns;
+		vsched__poll_update(&p, &s->poll, s->lesson_window,
+				    s->lesson_halt_ns, s->lesson_valid);
+	} else {
+		vsched__poll_update(&s->params, &s->poll, s->lesson_window,
+				    s->lesson_halt_ns, s->lesson_valid);
+	}
+	if (s->poll.window_ns != before)
+		VSCHED__TRACE3(window_change, id, before, s->poll.window_ns);
+}
+
+int vsched_vcpu_set_guest_poll(struct vsched_vcpu *v, bool allow)
+{
+	int rc;
+
+	if (!v)
+		return VSCHED_EINVAL;
+	if ((rc = vsched__vcpu_allowed(v, VSCHED__C_VCPU_SET_GUEST_POLL)))
+		return rc;
+	atomic_store_explicit(&v->sl.guest_poll_off, !allow, memory_order_relaxed);
+	return 0;
+}

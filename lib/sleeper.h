@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The parts of a sleeper (struct vsched__sleeper, lib/internal.h) that the
+ * engine's files share: the engine (lib/block.c), its OS sleeps
+ * (lib/sleep.c), its fd wake sources (lib/fds.c), and its life and policy
+ * in force (lib/sleeper.c). All run on the owner thread unless they say
+ * otherwise.
+ */
+#ifndef VSCHED__SLEEPER_H
+#define VSCHED__SLEEPER_H
+
+#include "internal.h"
+
+/* epoll data of the sleeper's own fds; a user fd is SLOT_USER + its slot. */
+#define SLOT_EVFD VSCHED__OS_EVFD
+#define SLOT_TFD VSCHED__OS_TFD
+#define SLOT_USER VSCHED__OS_USER
+#define FIRST_SLOTS 8 /* the fd tables grow from this, doubling */
+#define TFD_UNKNOWN (VSCHED_DEADLINE_NONE - 1) /* fired or never set */
+
+/* Timed sleeps' margins (lib/sleep.c): the futex's starts at Linux's
+ * default 50 us timer slack plus a wakeup, the timerfd's at a wakeup. */
+#define MARGIN_START 60000
+#define MARGIN_START_FD 10000
+#define MARGIN_MAX 100000
+
+/* The CPU a sleep costs its thread, for the ADAPTIVE policy when its
+ * sleep_cpu_ns is 0: thread CPU time read around one sleep in SLEEP_SAMPLE
+ * (two clock_gettime syscalls), only for a sleep that a waker ended before
+ * any on-time spin could start, learnt as an EWMA (1/8). */
+#define SLEEP_SAMPLE 8
+
+/* lib/sleep.c: sleep armed at `blocked` until a waker, the deadline (in
+ * the VM's clock), a signal or an error. Returns 0 (woken: look again),
+ * VSCHED_WAKE_DEADLINE, VSCHED_WAKE_SIGNAL, VSCHED_WAKE_FD (epoll: the
+ * ready fds' tags in `res`) or a negative errno. */
+int vsched__sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
+			uint64_t deadline);
+int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
+			uint64_t deadline, struct vsched_block_result *res);
+/* A sampled sleep (`cpu0`: the thread's CPU before it) that a waker ended
+ * before its deadline `eff`: learn its CPU. */
+void vsched__learn_sleep_cpu(struct vsched__sleeper *s, uint64_t cpu0,
+			     uint64_t eff);
+
+/* lib/fds.c: the result's fd tags, the user slots, and a check of the fds
+ * without sleeping (one epoll_pwait(0); counted by vsched__fd_check()).
+ * Both return the number of ready user fds (doorbells not looked at). */
+void vsched__add_tag(struct vsched_block_result *res, uint64_t tag);
+void vsched__clear_tags(struct vsched_block_result *res);
+bool vsched__user_slot(const struct vsched__sleeper *s, uint64_t slot);
+unsigned vsched__collect_ready(struct vsched__sleeper *s,
+			       struct vsched_block_result *res);
+unsigned vsched__fd_check(struct vsched__sleeper *s,
+			  struct vsched_block_result *res);
+void vsched__free_fd_tables(struct vsched__sleeper *s);
+
+/* lib/sleeper.c: take the policy in force when the VM's generation `vg`
+ * or the sleeper's own `og` moved. */
+void vsched__refresh_policy(struct vsched__sleeper *s, uint64_t vg, uint64_t og);
+/* The previous halt's lesson, at this halt's start (`id`: the vCPU's, or
+ * -1, for the trace). */
+void vsched__learn(struct vsched__sleeper *s, int id);
+
+#endif /* VSCHED__SLEEPER_H */
