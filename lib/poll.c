@@ -23,6 +23,7 @@ int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
 	out->wake_cost_ns = 50000;
 	out->latency_weight = 0;
 	out->decay_shift = 6;
+	out->spin_pct = 25;
 	return 0;
 }
 
@@ -31,11 +32,15 @@ int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
 bool vsched__poll_params_ok(const struct vsched_poll_params *p,
 			    struct vsched_poll_params *n)
 {
-	return p &&
-	       vsched__struct_in(n, sizeof(*n), p,
-				 VSCHED__SIZE_TO(struct vsched_poll_params,
-						 decay_shift)) == 0 &&
-	       n->policy <= VSCHED_POLL_ADAPTIVE && n->decay_shift < 16;
+	if (!p || vsched__struct_in(n, sizeof(*n), p,
+				    VSCHED__SIZE_TO(struct vsched_poll_params,
+						    decay_shift)))
+		return false;
+	/* A caller of 0.2 (no spin_pct) gets the default, not 0. */
+	if (p->size < VSCHED__SIZE_TO(struct vsched_poll_params, spin_pct))
+		n->spin_pct = 25;
+	return n->policy <= VSCHED_POLL_ADAPTIVE && n->decay_shift < 16 &&
+	       n->spin_pct <= 100;
 }
 
 int vsched_poll_init(const struct vsched_poll_params *caller,

@@ -26,10 +26,22 @@
  * spurious return, a signal or an error never is. */
 #define MARGIN_PAD 2000
 
-static uint64_t early_for(uint64_t kd, uint64_t by)
+/* When to ask the kernel to end a sleep due at `kd` (CLOCK_MONOTONIC):
+ * early by the margin `by`, but by at most the sleeper's spin_pct of the
+ * time left, so that the spin to the deadline stays a bounded share of the
+ * sleep (a short timeout on a loaded host, whose wakeups come late, then
+ * ends late rather than spin most of its length). */
+static uint64_t early_for(const struct vsched__sleeper *s, uint64_t kd,
+			  uint64_t by)
 {
+	uint64_t now, cap;
+
 	if (kd == VSCHED_DEADLINE_NONE)
 		return kd;
+	now = vsched__clock_now(NULL);
+	cap = kd > now ? (kd - now) / 100 * s->params.spin_pct : 0;
+	if (by > cap)
+		by = cap;
 	return kd > by ? kd - by : 0;
 }
 
@@ -68,7 +80,7 @@ int vsched__sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
 		 * minus the learnt lateness, then spin on the word until the
 		 * deadline: the sleep ends on time without changing the
 		 * thread's slack. */
-		uint64_t early = kernel ? early_for(kd, s->wake_margin_ns) : kd;
+		uint64_t early = kernel ? early_for(s, kd, s->wake_margin_ns) : kd;
 		int rc = ops->wait((uint32_t *)s->word, blocked, early, ops->ctx);
 		/* Only the early timeout asked for: a spurious return 0 (a
 		 * late FUTEX_WAKE of an earlier sleep), a signal or an error
@@ -149,7 +161,7 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 	/* The timerfd has no slack, but the wakeup has a latency: arm it
 	 * early by the learnt margin and spin for the rest (as sleep_futex). */
 	uint64_t kd = vsched__kernel_deadline(ops, deadline);
-	uint64_t early = early_for(kd, s->fd_margin_ns);
+	uint64_t early = early_for(s, kd, s->fd_margin_ns);
 
 	timer_at(s, early);
 	for (;;) {
@@ -206,7 +218,7 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 		 * injected clock reached the deadline: convert it again. */
 		if (timer) {
 			kd = vsched__kernel_deadline(ops, deadline);
-			early = early_for(kd, s->fd_margin_ns);
+			early = early_for(s, kd, s->fd_margin_ns);
 			timer_at(s, early);
 		}
 		vsched__count(&s->hs.spurious);

@@ -97,6 +97,15 @@ struct vsched_poll_params {
 	 * without the engine takes VSCHED_POLL_SLEEP_CPU_NS. Added in 0.3.
 	 */
 	uint64_t sleep_cpu_ns;
+	/**
+	 * Every policy: the most of a timed sleep that may be spent spinning
+	 * to end it on time, in percent of the time left when it starts
+	 * (block.h: a timed sleep asks the kernel to wake it early by its
+	 * learnt lateness and spins for the rest). Default 25; 100: on time
+	 * whatever it costs; 0: never spin (late by the thread's timer slack
+	 * and the wakeup). A caller of 0.2 gets the default. Added in 0.3.
+	 */
+	unsigned spin_pct;
 };
 
 /** What ADAPTIVE takes for a sleep's CPU before the engine has measured

@@ -174,8 +174,20 @@ static void test_struct_growth(void **state)
 	/* A size that cuts a field of the minimum in two. */
 	np.p.size = offsetof(struct vsched_poll_params, decay_shift) + 2;
 	assert_int_equal(vsched_poll_init(&np.p, &ps), VSCHED_EINVAL);
-	/* A caller of 0.2, without sleep_cpu_ns: taken, the field as 0. */
+	/* A caller of 0.2, without sleep_cpu_ns: taken, the field as 0, and
+	 * spin_pct (also added in 0.3) at its default, not 0. */
 	np.p.size = offsetof(struct vsched_poll_params, sleep_cpu_ns);
+	assert_int_equal(vsched_poll_init(&np.p, &ps), 0);
+	assert_int_equal(vsched_vm_set_poll(vm, &np.p), 0);
+	struct vsched_poll_params got = { .size = sizeof(got) };
+	assert_int_equal(vsched_vm_get_poll(vm, &got), 0);
+	assert_int_equal(got.sleep_cpu_ns, 0);
+	assert_int_equal(got.spin_pct, 25);
+	/* spin_pct is a percentage. */
+	np.p.size = sizeof(np.p);
+	np.p.spin_pct = 101;
+	assert_int_equal(vsched_poll_init(&np.p, &ps), VSCHED_EINVAL);
+	np.p.spin_pct = 100;
 	assert_int_equal(vsched_poll_init(&np.p, &ps), 0);
 	/* In: timer descriptor. */
 	declare(vm, 0, "timer", 0, 0, NULL, NULL, 0);
