@@ -382,10 +382,14 @@ static void calibrate(double *c_poll, double *c_wake)
 }
 
 /* The policies replayed: the named ones, then the fixed windows between
- * none (0) and always-poll (200 us) that make up the frontier. */
+ * none (0) and always-poll (200 us) that make up the frontier, then any
+ * policy of the library's beyond ADAPTIVE at its defaults. Named by the
+ * library (vsched_poll_policy_name()), except always-poll (FIXED at the
+ * maximum) and qemu (QEMU's, not a vsched policy). */
 enum { P_NONE, P_ALWAYS, P_KVM, P_KVM_RESET, P_ADAPTIVE, P_ADAPTIVE_DFLT, P_QEMU,
-       P_FIXED0, NPOL = P_FIXED0 + 7 };
-static const uint64_t fixed_us[NPOL - P_FIXED0] = { 1, 2, 5, 10, 20, 50, 100 };
+       P_FIXED0, P_NEW0 = P_FIXED0 + 7,
+       NPOL = P_NEW0 + VSCHED_POLL_NPOLICIES - 1 - VSCHED_POLL_ADAPTIVE };
+static const uint64_t fixed_us[P_NEW0 - P_FIXED0] = { 1, 2, 5, 10, 20, 50, 100 };
 
 /* The frontier in window order: 0, 1, 2, 5, 10, 20, 50, 100, 200 us. */
 static const int frontier[] = { P_NONE,	     P_FIXED0,	   P_FIXED0 + 1,
@@ -470,7 +474,7 @@ static struct verdict print_trace(const struct trace *t, const struct pol *pols,
 	}
 	const struct outcome *ad = &o[P_ADAPTIVE], *kv = &o[inc], *ap = &o[P_ALWAYS];
 	struct verdict v = judge(o, inc);
-	emit(t->name, "adaptive", "latency_x_cpu", "us^2",
+	emit(t->name, pols[P_ADAPTIVE].name, "latency_x_cpu", "us^2",
 	     ad->mean_lat * ad->cpu_per_halt / 1e6, pols[inc].name,
 	     kv->mean_lat * kv->cpu_per_halt / 1e6);
 	if (opt_json)
@@ -518,28 +522,26 @@ static void default_params(struct vsched_poll_params *out)
 	vsched_vm_destroy(vm);
 }
 
-static int run_policy(void)
+/* The policies replayed (the enum above), with adaptive's wake cost
+ * `c_wake` as calibrated. */
+static void setup_pols(struct pol *pols, double c_wake)
 {
-	static struct trace tr[MAX_TRACES];
-	static struct outcome res[MAX_TRACES][NPOL];
-	struct verdict ver[MAX_TRACES];
-	int ntr = load_traces(tr);
-	double c_poll, c_wake;
-
-	if (!ntr) {
-		fprintf(stderr, "no traces\n");
-		return 1;
-	}
-	calibrate(&c_poll, &c_wake);
-
 	const uint64_t max = 200000;
-	struct pol pols[NPOL];
-	static char fixed_names[NPOL - P_FIXED0][16];
-	const char *names[P_FIXED0] = { "none",	    "always-poll",   "kvm", "kvm-reset",
-					"adaptive", "adaptive-dflt", "qemu" };
-	memset(pols, 0, sizeof(pols));
-	for (int k = 0; k < P_FIXED0; k++)
+	static char names[NPOL][24];
+
+	memset(pols, 0, NPOL * sizeof(*pols));
+	for (int k = 0; k < NPOL; k++)
 		pols[k].name = names[k];
+	snprintf(names[P_NONE], sizeof(names[0]), "%s", vsched_poll_policy_name(VSCHED_POLL_NONE));
+	snprintf(names[P_ALWAYS], sizeof(names[0]), "always-poll");
+	snprintf(names[P_KVM], sizeof(names[0]), "%s", vsched_poll_policy_name(VSCHED_POLL_KVM));
+	snprintf(names[P_KVM_RESET], sizeof(names[0]), "%s-reset",
+		 vsched_poll_policy_name(VSCHED_POLL_KVM));
+	snprintf(names[P_ADAPTIVE], sizeof(names[0]), "%s",
+		 vsched_poll_policy_name(VSCHED_POLL_ADAPTIVE));
+	snprintf(names[P_ADAPTIVE_DFLT], sizeof(names[0]), "%s-dflt",
+		 vsched_poll_policy_name(VSCHED_POLL_ADAPTIVE));
+	snprintf(names[P_QEMU], sizeof(names[0]), "qemu");
 	vsched_poll_defaults(VSCHED_POLL_NONE, max, &pols[P_NONE].p);
 	vsched_poll_defaults(VSCHED_POLL_FIXED, max, &pols[P_ALWAYS].p);
 	vsched_poll_defaults(VSCHED_POLL_KVM, max, &pols[P_KVM].p);
@@ -555,13 +557,36 @@ static int run_policy(void)
 	vsched_poll_defaults(VSCHED_POLL_NONE, 0, &pols[P_QEMU].p);
 	pols[P_QEMU].qemu = true;
 	pols[P_QEMU].q = (struct qemu_poll){ .max_ns = QEMU_POLL_MAX_NS };
-	for (int k = P_FIXED0; k < NPOL; k++) {
-		snprintf(fixed_names[k - P_FIXED0], sizeof(fixed_names[0]), "fixed-%uus",
+	for (int k = P_FIXED0; k < P_NEW0; k++) {
+		snprintf(names[k], sizeof(names[0]), "%s-%uus",
+			 vsched_poll_policy_name(VSCHED_POLL_FIXED),
 			 (unsigned)fixed_us[k - P_FIXED0]);
-		pols[k].name = fixed_names[k - P_FIXED0];
 		vsched_poll_defaults(VSCHED_POLL_FIXED, fixed_us[k - P_FIXED0] * 1000,
 				     &pols[k].p);
 	}
+	for (int k = P_NEW0; k < NPOL; k++) {
+		unsigned policy = VSCHED_POLL_ADAPTIVE + 1 + (unsigned)(k - P_NEW0);
+		snprintf(names[k], sizeof(names[0]), "%s", vsched_poll_policy_name(policy));
+		vsched_poll_defaults(policy, max, &pols[k].p);
+	}
+}
+
+static int run_policy(void)
+{
+	static struct trace tr[MAX_TRACES];
+	static struct outcome res[MAX_TRACES][NPOL];
+	struct verdict ver[MAX_TRACES];
+	int ntr = load_traces(tr);
+	double c_poll, c_wake;
+
+	if (!ntr) {
+		fprintf(stderr, "no traces\n");
+		return 1;
+	}
+	calibrate(&c_poll, &c_wake);
+
+	struct pol pols[NPOL];
+	setup_pols(pols, c_wake);
 
 	for (int i = 0; i < ntr; i++) {
 		for (int k = 0; k < NPOL; k++)
@@ -577,7 +602,7 @@ static int run_policy(void)
 		       "frontier: the best fixed window > 5%% better on both, if any; "
 		       "dflt: adaptive-dflt's latency and CPU over the incumbent's)\n");
 		printf("%-22s %-4s %17s %17s %9s %8s %-28s %15s\n", "trace", "inc",
-		       "adaptive", "incumbent", "LxC/inc", "J/inc", "frontier",
+		       pols[P_ADAPTIVE].name, "incumbent", "LxC/inc", "J/inc", "frontier",
 		       "dflt lat / CPU");
 		for (int i = 0; i < ntr; i++) {
 			const int inc = incumbent(&tr[i]);

@@ -103,6 +103,13 @@ static struct tresult timer_trace(unsigned cancel, unsigned n, double p, double 
 	return res;
 }
 
+/* The policies the goals compare. */
+enum {
+	KEEP = VSCHED_CANCEL_KEEP,
+	CANCEL = VSCHED_CANCEL_CANCEL,
+	ADAPTIVE = VSCHED_CANCEL_ADAPTIVE
+};
+
 static int run_timer(void)
 {
 	static const struct {
@@ -118,11 +125,11 @@ static int run_timer(void)
 		{ "phase-5pct-then-80pct", 0.05, 0.8, 3000, 10000 },
 	};
 	const unsigned n = opt_quick ? 2000 : 20000;
-	const char *pol[3] = { "keep", "cancel", "adaptive" };
 
 	for (unsigned i = 0; i < sizeof(tr) / sizeof(tr[0]); i++) {
-		struct tresult r[3];
-		for (unsigned k = 0; k < 3; k++)
+		/* Every policy of the library, by enum vsched_timer_cancel. */
+		struct tresult r[VSCHED_CANCEL_NPOLICIES];
+		for (unsigned k = 0; k < VSCHED_CANCEL_NPOLICIES; k++)
 			r[k] = timer_trace(k, n, tr[i].p, tr[i].p2, tr[i].r, tr[i].s);
 		if (!opt_json)
 			printf("\n%-28s (stale %.0f%%%s, read %llu ns, spurious exit %llu ns, %u expiries)\n"
@@ -130,36 +137,42 @@ static int run_timer(void)
 			       tr[i].name, tr[i].p * 100, tr[i].p2 != tr[i].p ? " then 80%" : "",
 			       (unsigned long long)tr[i].r, (unsigned long long)tr[i].s, n,
 			       "policy", "spurious", "reads", "total cost ms");
-		for (unsigned k = 0; k < 3; k++) {
+		for (unsigned k = 0; k < VSCHED_CANCEL_NPOLICIES; k++) {
+			const char *pol = vsched_cancel_policy_name(k);
 			if (!opt_json)
-				printf("%-10s %12llu %10llu %16.3f\n", pol[k],
+				printf("%-10s %12llu %10llu %16.3f\n", pol,
 				       (unsigned long long)r[k].spurious,
 				       (unsigned long long)r[k].reads, r[k].cost_ns / 1e6);
 			else {
 				char m[128];
-				snprintf(m, sizeof(m), "%s/%s/total_cost", tr[i].name, pol[k]);
+				snprintf(m, sizeof(m), "%s/%s/total_cost", tr[i].name, pol);
 				json_line(&(struct json_line){
 					.bench = "timer", .metric = m, .unit = "ns",
-					.baseline = "keep", .value = r[k].cost_ns,
-					.baseline_value = r[0].cost_ns,
-					.ratio = r[k].cost_ns / r[0].cost_ns, .min = r[k].cost_ns,
+					.baseline = vsched_cancel_policy_name(KEEP),
+					.value = r[k].cost_ns, .baseline_value = r[KEEP].cost_ns,
+					.ratio = r[k].cost_ns / r[KEEP].cost_ns, .min = r[k].cost_ns,
 					.max = r[k].cost_ns, .runs = 1, .prec = 0,
 					.ratio_prec = 4 });
 			}
 		}
 		if (opt_json)
 			continue;
-		double best = r[0].cost_ns < r[1].cost_ns ? r[0].cost_ns : r[1].cost_ns;
-		double cut = r[0].spurious ? 1.0 - (double)r[1].spurious / (double)r[0].spurious : 1.0;
+		double best = r[KEEP].cost_ns < r[CANCEL].cost_ns ? r[KEEP].cost_ns
+								    : r[CANCEL].cost_ns;
+		double cut = r[KEEP].spurious ? 1.0 - (double)r[CANCEL].spurious /
+							      (double)r[KEEP].spurious
+					      : 1.0;
 		printf("goal: cancel cuts spurious exits >= 70%% vs keep: %.1f%%: %s\n", cut * 100,
 		       cut >= 0.70 ? "met" : "MISSED");
 		if (tr[i].r < 1000)
 			printf("goal: cancel's reads add < 1%% to the cost (of keep's run): "
 			       "%.3f%% (%.3f%% of cancel's own): %s\n",
-			       r[1].read_ns / r[0].cost_ns * 100, r[1].read_ns / r[1].cost_ns * 100,
-			       r[1].read_ns < 0.01 * r[0].cost_ns ? "met" : "MISSED");
+			       r[CANCEL].read_ns / r[KEEP].cost_ns * 100,
+			       r[CANCEL].read_ns / r[CANCEL].cost_ns * 100,
+			       r[CANCEL].read_ns < 0.01 * r[KEEP].cost_ns ? "met" : "MISSED");
 		printf("goal: adaptive within 5%% of the better static policy: %.3fx: %s\n",
-		       r[2].cost_ns / best, r[2].cost_ns <= 1.05 * best ? "met" : "MISSED");
+		       r[ADAPTIVE].cost_ns / best,
+		       r[ADAPTIVE].cost_ns <= 1.05 * best ? "met" : "MISSED");
 	}
 	return 0;
 }

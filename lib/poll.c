@@ -8,10 +8,29 @@
 #define HIST_ONE (1u << 16)
 #define BUCKET0_SHIFT 8 /* bucket 0: [0, 512); bucket i: [2^(8+i), 2^(9+i)) */
 
+/* One policy: its name (the command lines' and the benches') and its three
+ * steps, each a pure function of (params, state). init() fixes the state
+ * after it was zeroed, window() is the window to poll for in the next halt,
+ * update() learns from a halt. Indexed by enum vsched_poll_policy; the rows
+ * are at the end of the policies' code. Adding a policy: a row, its steps,
+ * VSCHED_POLL_NPOLICIES and test_poll (CONTRIBUTING.md). */
+struct policy {
+	const char *name;
+	void (*init)(const struct vsched_poll_params *p,
+		     struct vsched_poll_state *s);
+	uint64_t (*window)(const struct vsched_poll_params *p,
+			   const struct vsched_poll_state *s);
+	void (*update)(const struct vsched_poll_params *p,
+		       struct vsched_poll_state *s, uint64_t window_ns,
+		       uint64_t halt_ns, bool valid);
+};
+
+static const struct policy policies[VSCHED_POLL_NPOLICIES];
+
 int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
 			 struct vsched_poll_params *out)
 {
-	if (!out || policy > VSCHED_POLL_ADAPTIVE)
+	if (!out || policy >= VSCHED_POLL_NPOLICIES)
 		return VSCHED_EINVAL;
 	memset(out, 0, sizeof(*out));
 	out->size = sizeof(*out);
@@ -39,7 +58,7 @@ bool vsched__poll_params_ok(const struct vsched_poll_params *p,
 	/* A caller of 0.2 (no spin_pct) gets the default, not 0. */
 	if (p->size < VSCHED__SIZE_TO(struct vsched_poll_params, spin_pct))
 		n->spin_pct = 25;
-	return n->policy <= VSCHED_POLL_ADAPTIVE && n->decay_shift < 16 &&
+	return n->policy < VSCHED_POLL_NPOLICIES && n->decay_shift < 16 &&
 	       n->spin_pct <= 100;
 }
 
@@ -47,16 +66,11 @@ int vsched_poll_init(const struct vsched_poll_params *caller,
 		     struct vsched_poll_state *s)
 {
 	struct vsched_poll_params n;
-	const struct vsched_poll_params *p = &n;
 
 	if (!vsched__poll_params_ok(caller, &n) || !s)
 		return VSCHED_EINVAL;
 	memset(s, 0, sizeof(*s));
-	/* ADAPTIVE starts at 0 until a halt shows that polling pays (the
-	 * slept halts it learns from have their wakeup taken out), as KVM
-	 * starts at 0 as Linux does. */
-	if (p->policy == VSCHED_POLL_FIXED)
-		s->window_ns = p->max_ns;
+	policies[n.policy].init(&n, s);
 	return 0;
 }
 
@@ -73,15 +87,9 @@ uint64_t vsched_poll_window(const struct vsched_poll_params *caller,
 uint64_t vsched__poll_window(const struct vsched_poll_params *p,
 			     const struct vsched_poll_state *s)
 {
-	switch (p->policy) {
-	case VSCHED_POLL_FIXED:
-		return p->max_ns;
-	case VSCHED_POLL_KVM:
-	case VSCHED_POLL_ADAPTIVE:
-		return s->window_ns < p->max_ns ? s->window_ns : p->max_ns;
-	default:
+	if (p->policy >= VSCHED_POLL_NPOLICIES)
 		return 0;
-	}
+	return policies[p->policy].window(p, s);
 }
 
 static void kvm_grow(const struct vsched_poll_params *p,
@@ -263,6 +271,102 @@ static void adaptive_update(const struct vsched_poll_params *p,
 	s->window_ns = adaptive_choose(p, s);
 }
 
+/* The steps of the table's rows (the KVM and ADAPTIVE ones are above). */
+
+/* KVM and ADAPTIVE start at 0, as Linux does: ADAPTIVE until a halt shows
+ * that polling pays (the slept halts it learns from have their wakeup
+ * taken out). */
+static void init_zero(const struct vsched_poll_params *p,
+		      struct vsched_poll_state *s)
+{
+	(void)p;
+	(void)s;
+}
+
+/* FIXED polls max_ns from the first halt on. */
+static void init_max(const struct vsched_poll_params *p,
+		     struct vsched_poll_state *s)
+{
+	s->window_ns = p->max_ns;
+}
+
+static uint64_t window_zero(const struct vsched_poll_params *p,
+			    const struct vsched_poll_state *s)
+{
+	(void)p;
+	(void)s;
+	return 0;
+}
+
+static uint64_t window_max(const struct vsched_poll_params *p,
+			   const struct vsched_poll_state *s)
+{
+	(void)s;
+	return p->max_ns;
+}
+
+/* The learnt window, capped at max_ns (which may have been lowered). */
+static uint64_t window_learnt(const struct vsched_poll_params *p,
+			      const struct vsched_poll_state *s)
+{
+	return s->window_ns < p->max_ns ? s->window_ns : p->max_ns;
+}
+
+static void update_none(const struct vsched_poll_params *p,
+			struct vsched_poll_state *s, uint64_t window_ns,
+			uint64_t halt_ns, bool valid)
+{
+	(void)p;
+	(void)s;
+	(void)window_ns;
+	(void)halt_ns;
+	(void)valid;
+}
+
+static void update_kvm(const struct vsched_poll_params *p,
+		       struct vsched_poll_state *s, uint64_t window_ns,
+		       uint64_t halt_ns, bool valid)
+{
+	(void)window_ns;
+	kvm_update(p, s, halt_ns, valid);
+}
+
+/* ADAPTIVE learns only from valid wakeups. */
+static void update_adaptive(const struct vsched_poll_params *p,
+			    struct vsched_poll_state *s, uint64_t window_ns,
+			    uint64_t halt_ns, bool valid)
+{
+	if (valid)
+		adaptive_update(p, s, window_ns, halt_ns);
+}
+
+/* The policies, by enum vsched_poll_policy. */
+static const struct policy policies[VSCHED_POLL_NPOLICIES] = {
+	[VSCHED_POLL_NONE] = { "none", init_zero, window_zero, update_none },
+	[VSCHED_POLL_FIXED] = { "fixed", init_max, window_max, update_none },
+	[VSCHED_POLL_KVM] = { "kvm", init_zero, window_learnt, update_kvm },
+	[VSCHED_POLL_ADAPTIVE] = { "adaptive", init_zero, window_learnt,
+				   update_adaptive },
+};
+/* A policy added to the enum gets a row: the count follows the last one. */
+_Static_assert(VSCHED_POLL_ADAPTIVE + 1 == VSCHED_POLL_NPOLICIES,
+	       "VSCHED_POLL_NPOLICIES is not the number of policies");
+
+const char *vsched_poll_policy_name(unsigned policy)
+{
+	return policy < VSCHED_POLL_NPOLICIES ? policies[policy].name : NULL;
+}
+
+int vsched_poll_policy_parse(const char *name)
+{
+	if (!name)
+		return VSCHED_EINVAL;
+	for (unsigned i = 0; i < VSCHED_POLL_NPOLICIES; i++)
+		if (strcmp(name, policies[i].name) == 0)
+			return (int)i;
+	return VSCHED_EINVAL;
+}
+
 int vsched_poll_update(const struct vsched_poll_params *caller,
 		       struct vsched_poll_state *s, uint64_t window_ns,
 		       uint64_t halt_ns, bool valid)
@@ -280,17 +384,8 @@ void vsched__poll_update(const struct vsched_poll_params *p,
 			 uint64_t halt_ns, bool valid)
 {
 	s->halts++;
-	switch (p->policy) {
-	case VSCHED_POLL_KVM:
-		kvm_update(p, s, halt_ns, valid);
-		break;
-	case VSCHED_POLL_ADAPTIVE:
-		if (valid)
-			adaptive_update(p, s, window_ns, halt_ns);
-		break;
-	default:
-		break;
-	}
+	if (p->policy < VSCHED_POLL_NPOLICIES)
+		policies[p->policy].update(p, s, window_ns, halt_ns, valid);
 }
 
 /* ------------------------------------------------------------------ */

@@ -137,7 +137,7 @@ int vsched_timer_create(struct vsched_vcpu *v,
 			      VSCHED__SIZE_TO(struct vsched_timer_desc,
 					      read_cost_ns)) ||
 	    d->semantics > VSCHED_TIMER_DECREMENTER ||
-	    d->cancel > VSCHED_CANCEL_ADAPTIVE)
+	    d->cancel >= VSCHED_CANCEL_NPOLICIES)
 		return VSCHED_EINVAL;
 	*out = NULL;
 	vm = v->vm;
@@ -386,6 +386,31 @@ int vsched_vcpu_next_timer(const struct vsched_vcpu *v, uint64_t *deadline)
 
 /* ------------------------------------------------------------------ */
 /* Cancellation, applied when the timer's request is serviced. */
+
+/* The policies' names, by enum vsched_timer_cancel. */
+static const char *const cancel_names[VSCHED_CANCEL_NPOLICIES] = {
+	[VSCHED_CANCEL_KEEP] = "keep",
+	[VSCHED_CANCEL_CANCEL] = "cancel",
+	[VSCHED_CANCEL_ADAPTIVE] = "adaptive",
+};
+/* A policy added to the enum gets a name: the count follows the last one. */
+_Static_assert(VSCHED_CANCEL_ADAPTIVE + 1 == VSCHED_CANCEL_NPOLICIES,
+	       "VSCHED_CANCEL_NPOLICIES is not the number of policies");
+
+const char *vsched_cancel_policy_name(unsigned policy)
+{
+	return policy < VSCHED_CANCEL_NPOLICIES ? cancel_names[policy] : NULL;
+}
+
+int vsched_cancel_policy_parse(const char *name)
+{
+	if (!name)
+		return VSCHED_EINVAL;
+	for (unsigned i = 0; i < VSCHED_CANCEL_NPOLICIES; i++)
+		if (strcmp(name, cancel_names[i]) == 0)
+			return (int)i;
+	return VSCHED_EINVAL;
+}
 
 /* a x b, saturating: the costs are the caller's, up to 2^64 - 1 ns. */
 static uint64_t mul_sat(uint64_t a, uint64_t b)

@@ -20,6 +20,10 @@
 
 #include "vmm.h"
 
+/* The policies a run gets unless told. */
+#define DEFAULT_POLL VSCHED_POLL_ADAPTIVE
+#define DEFAULT_CANCEL VSCHED_CANCEL_CANCEL
+
 /* What the command line asks for beyond the options of one run. */
 struct cmdline {
 	struct vmm_options o;
@@ -35,8 +39,22 @@ static int pick(const char *arg, const char *const *names, unsigned n)
 	return -1;
 }
 
+/* "a|b|c": every name `name_of` knows, into buf. */
+static const char *names_of(const char *(*name_of)(unsigned), char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; name_of(i) && at < len; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? "|" : "",
+				       name_of(i));
+	return buf;
+}
+
 static void usage(FILE *f)
 {
+	char polls[128], cancels[128];
+
 	fprintf(f,
 		"usage: vsched-vmm [options]\n"
 		"  --backend kvm|sim|auto     vCPUs on /dev/kvm or simulated (auto: kvm if it opens)\n"
@@ -49,15 +67,19 @@ static void usage(FILE *f)
 		"                             fault: KVM only, the guest triple-faults at once)\n"
 		"  --vcpus N                  1..%d (default 2)\n"
 		"  --iterations N             per vCPU (default 2000, at most %d)\n"
-		"  --poll none|fixed|kvm|adaptive     vsched's halt-poll policy (default adaptive)\n"
-		"  --timer-cancel keep|cancel|adaptive  stale timer expiries (default cancel)\n"
+		"  --poll %s     vsched's halt-poll policy (default %s)\n"
+		"  --timer-cancel %s  stale timer expiries (default %s)\n"
 		"  --order validated|naive    request order (naive: NMI before PMU)\n"
 		"  --storm US                 PMI storm: a PMU request to each vCPU every US us\n"
 		"  --tries N                  kick-race tries (default 100000)\n"
 		"  --timeout S                watchdog for the whole run (default 120)\n"
 		"  --json                     one JSON object per run\n"
 		"  --stats                    also each vCPU's vsched stats (text, or JSON with --json)\n",
-		G_MAX_VCPUS, G_MAX_ITERS);
+		G_MAX_VCPUS, G_MAX_ITERS,
+		names_of(vsched_poll_policy_name, polls, sizeof(polls)),
+		vsched_poll_policy_name(DEFAULT_POLL),
+		names_of(vsched_cancel_policy_name, cancels, sizeof(cancels)),
+		vsched_cancel_policy_name(DEFAULT_CANCEL));
 }
 
 static const struct option options[] = {
@@ -108,13 +130,15 @@ static int set_option(struct cmdline *cl, int opt, const char *arg)
 		o->iterations = (unsigned)strtoul(arg, NULL, 0);
 		break;
 	case 'p':
-		if ((v = pick(arg, report_polls, 4)) < 0)
+		/* One this VMM was built to know (plan[] is sized by it). */
+		if ((v = vsched_poll_policy_parse(arg)) < 0 ||
+		    v >= VSCHED_POLL_NPOLICIES)
 			return -1;
 		o->poll_policy = (unsigned)v;
 		cl->poll_given = true;
 		break;
 	case 'c':
-		if ((v = pick(arg, report_cancels, 3)) < 0)
+		if ((v = vsched_cancel_policy_parse(arg)) < 0)
 			return -1;
 		o->timer_cancel = (unsigned)v;
 		break;
@@ -212,7 +236,9 @@ static int choose_backend(struct cmdline *cl, const struct backend **be)
 	return 0;
 }
 
-/* One run of the plan. */
+/* One run of the plan: at most one per poll policy, then the in-kernel
+ * irqchip's two. */
+#define MAX_RUNS (VSCHED_POLL_NPOLICIES + 2)
 struct run_plan {
 	unsigned poll; /* vsched's policy (userspace irqchip) */
 	bool kernel_irqchip, governor;
@@ -221,8 +247,8 @@ struct run_plan {
 /* The runs: the userspace irqchip through vsched, with the policy given
  * or, for --irqchip both without --poll, with each policy; then KVM's
  * in-kernel irqchip with KVM's own halt polling, and with --governor
- * governed (--irqchip kernel --governor: governed only). At most 6 go to
- * plan[]; returns how many, and in *base the in-kernel default one (-1:
+ * governed (--irqchip kernel --governor: governed only). At most MAX_RUNS go
+ * to plan[]; returns how many, and in *base the in-kernel default one (-1:
  * none). */
 static int plan_runs(const struct cmdline *cl, struct run_plan *plan, int *base)
 {
@@ -233,7 +259,7 @@ static int plan_runs(const struct cmdline *cl, struct run_plan *plan, int *base)
 	if (strcmp(cl->irqchip, "kernel")) {
 		bool each = both && !cl->poll_given;
 
-		for (unsigned p = 0; p < 4; p++)
+		for (unsigned p = 0; p < VSCHED_POLL_NPOLICIES; p++)
 			if (each ? true : p == cl->o.poll_policy)
 				plan[nrun++] = (struct run_plan){ p, false, false };
 	}
@@ -251,7 +277,7 @@ static const char *run_label(const struct run_plan *p, char *buf, size_t len)
 {
 	if (p->kernel_irqchip)
 		return p->governor ? "in-kernel, governed" : "in-kernel, KVM polling";
-	snprintf(buf, len, "vsched, poll %s", report_polls[p->poll]);
+	snprintf(buf, len, "vsched, poll %s", vsched_poll_policy_name(p->poll));
 	return buf;
 }
 
@@ -262,8 +288,8 @@ int main(int argc, char **argv)
 			.vcpus = 2,
 			.workload = WL_PING,
 			.iterations = 2000,
-			.poll_policy = VSCHED_POLL_ADAPTIVE,
-			.timer_cancel = VSCHED_CANCEL_CANCEL,
+			.poll_policy = DEFAULT_POLL,
+			.timer_cancel = DEFAULT_CANCEL,
 			.kick_race = 100000,
 			.timeout_s = 120,
 		},
@@ -274,10 +300,10 @@ int main(int argc, char **argv)
 	bool all_pass = true;
 	/* --irqchip both: each poll policy (or the one given), then kernel
 	 * (and kernel governed). */
-	struct result res[6];
-	struct run_plan plan[6];
-	char names[6][40];
-	const char *label[6];
+	struct result res[MAX_RUNS];
+	struct run_plan plan[MAX_RUNS];
+	char names[MAX_RUNS][40];
+	const char *label[MAX_RUNS];
 	int nrun, base, rc;
 
 	rc = parse_options(argc, argv, &cl);

@@ -15,8 +15,6 @@ const char *const report_workloads[NWORKLOADS] = {
 const unsigned report_workload_bits[NWORKLOADS] = {
 	WL_PING, WL_TIMER, WL_PMI, WL_PING | WL_TIMER | WL_PMI, WL_SPIN, WL_FAULT
 };
-const char *const report_polls[4] = { "none", "fixed", "kvm", "adaptive" };
-const char *const report_cancels[3] = { "keep", "cancel", "adaptive" };
 
 static const char *workload_name(unsigned bits)
 {
@@ -33,9 +31,9 @@ void report_table(const struct vmm_options *o, const char *be,
 	       "%u iterations, poll %s, timer-cancel %s, order %s\n",
 	       be, r->kernel_irqchip ? "kernel" : "user", o->vcpus,
 	       workload_name(o->workload), o->iterations,
-	       !r->kernel_irqchip ? report_polls[o->poll_policy] :
+	       !r->kernel_irqchip ? vsched_poll_policy_name(o->poll_policy) :
 	       r->governed	  ? "(KVM's, governed)" : "(KVM's)",
-	       report_cancels[o->timer_cancel], o->naive_order ? "naive" : "validated");
+	       vsched_cancel_policy_name(o->timer_cancel), o->naive_order ? "naive" : "validated");
 	if (r->nrt)
 		printf("  round trip          median %.2f us, p99 %.2f us (%u)\n",
 		       r->rt_median_us, r->rt_p99_us, r->nrt);
@@ -118,9 +116,9 @@ void report_json(const struct vmm_options *o, const char *be,
 	       "\"kvm\":{",
 	       be, r->kernel_irqchip ? "kernel" : "user", o->vcpus,
 	       workload_name(o->workload), o->iterations,
-	       !r->kernel_irqchip ? report_polls[o->poll_policy] :
+	       !r->kernel_irqchip ? vsched_poll_policy_name(o->poll_policy) :
 	       r->governed	  ? "kvm-kernel-governed" : "kvm-kernel",
-	       report_cancels[o->timer_cancel], o->naive_order ? "naive" : "validated",
+	       vsched_cancel_policy_name(o->timer_cancel), o->naive_order ? "naive" : "validated",
 	       r->nrt, r->rt_median_us, r->rt_p99_us, r->cpu_s, r->wall_s,
 	       r->nrt ? r->cpu_s * 1000.0 / r->nrt : 0.0,
 	       (unsigned long long)r->exits_io, (unsigned long long)r->exits_hlt,

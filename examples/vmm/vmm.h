@@ -238,10 +238,8 @@ int harness_run(const struct vmm_options *o, const struct backend *be,
 
 /* ---- the report (report.c) ---- */
 
-/* The command line's names, by enum vsched_poll_policy, enum
- * vsched_timer_cancel and workload. */
-extern const char *const report_polls[4];
-extern const char *const report_cancels[3];
+/* The command line's workload names and their bits (the policies' names
+ * are the library's: vsched_poll_policy_name(), vsched_cancel_policy_name()). */
 #define NWORKLOADS 6
 extern const char *const report_workloads[NWORKLOADS];
 extern const unsigned report_workload_bits[NWORKLOADS];

@@ -54,6 +54,33 @@ enum vsched_poll_policy {
 	VSCHED_POLL_ADAPTIVE = 3,
 };
 
+/**
+ * Number of policies this header knows (policies are 0 up to it; added in
+ * 0.3). A library newer than the header may know more:
+ * vsched_poll_policy_name() is NULL past its last, and
+ * vsched_poll_policy_parse() may return one at or past this count, so check
+ * it before indexing an array of this size.
+ */
+#define VSCHED_POLL_NPOLICIES 4
+
+/**
+ * A policy's name, as command lines and reports spell it ("none", "fixed",
+ * "kvm", "adaptive"): a static string.
+ * @return the name, or NULL for a number that is no policy of this library
+ * (so `for (p = 0; vsched_poll_policy_name(p); p++)` lists them all).
+ * Context: any thread; no syscalls. Added in 0.3.
+ */
+VSCHED_API const char *vsched_poll_policy_name(unsigned policy);
+
+/**
+ * The policy named `name` (vsched_poll_policy_name()'s spelling, exact
+ * case).
+ * @return the enum vsched_poll_policy value (>= 0), or VSCHED_EINVAL (NULL,
+ * or no policy of that name).
+ * Context: any thread; no syscalls. Added in 0.3.
+ */
+VSCHED_API int vsched_poll_policy_parse(const char *name);
+
 /** Policy parameters. vsched_poll_defaults() fills them; then adjust. */
 struct vsched_poll_params {
 	/** sizeof(struct vsched_poll_params). */

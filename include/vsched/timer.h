@@ -91,6 +91,29 @@ enum vsched_timer_cancel {
 	VSCHED_CANCEL_ADAPTIVE = 2,
 };
 
+/**
+ * Number of cancellation policies this header knows (0 up to it; added in
+ * 0.3). As VSCHED_POLL_NPOLICIES: a newer library may know more.
+ */
+#define VSCHED_CANCEL_NPOLICIES 3
+
+/**
+ * A cancellation policy's name, as command lines and reports spell it
+ * ("keep", "cancel", "adaptive"): a static string.
+ * @return the name, or NULL for a number that is no policy of this library.
+ * Context: any thread; no syscalls. Added in 0.3.
+ */
+VSCHED_API const char *vsched_cancel_policy_name(unsigned policy);
+
+/**
+ * The cancellation policy named `name` (vsched_cancel_policy_name()'s
+ * spelling, exact case).
+ * @return the enum vsched_timer_cancel value (>= 0), or VSCHED_EINVAL
+ * (NULL, or no policy of that name).
+ * Context: any thread; no syscalls. Added in 0.3.
+ */
+VSCHED_API int vsched_cancel_policy_parse(const char *name);
+
 /** Timer creation parameters. Zero-initialise, then set `size`. */
 struct vsched_timer_desc {
 	/** sizeof(struct vsched_timer_desc). */

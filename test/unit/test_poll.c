@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Poll policies as pure functions: the kvm policy reproduces Linux's
  * grow/shrink sequence; adaptive follows the halt distribution. */
+#include <limits.h>
+
 #include "common.h"
 
 static uint64_t halt(const struct vsched_poll_params *p,
@@ -317,6 +319,57 @@ static void test_poll_bad_input(void **state)
 	vsched_vm_destroy(vm);
 }
 
+/* The names: every policy's round trip, the command lines' spellings, and
+ * refusals; and every policy has all its steps (a row of poll.c's table
+ * left out would crash here). */
+static void test_policy_names(void **state)
+{
+	static const char *const spelled[] = { "none", "fixed", "kvm", "adaptive" };
+	struct vsched_poll_params p;
+	struct vsched_poll_state s;
+	unsigned n = 0;
+	(void)state;
+
+	for (unsigned i = 0; i < VSCHED_POLL_NPOLICIES; i++) {
+		const char *name = vsched_poll_policy_name(i);
+		assert_non_null(name);
+		assert_true(name[0] != '\0');
+		assert_int_equal(vsched_poll_policy_parse(name), (int)i);
+		assert_int_equal(vsched_poll_defaults(i, 20000, &p), 0);
+		assert_int_equal(vsched_poll_init(&p, &s), 0);
+		assert_true(vsched_poll_window(&p, &s) <= p.max_ns);
+		assert_int_equal(vsched_poll_update(&p, &s, vsched_poll_window(&p, &s),
+						    5000, true), 0);
+		assert_int_equal(s.halts, 1);
+	}
+	/* The iteration the header promises ends at the count. */
+	while (vsched_poll_policy_name(n))
+		n++;
+	assert_int_equal(n, VSCHED_POLL_NPOLICIES);
+	/* The spellings vsched-vmm --poll and the benches have always used. */
+	assert_int_equal(vsched_poll_policy_parse(spelled[0]), VSCHED_POLL_NONE);
+	assert_int_equal(vsched_poll_policy_parse(spelled[1]), VSCHED_POLL_FIXED);
+	assert_int_equal(vsched_poll_policy_parse(spelled[2]), VSCHED_POLL_KVM);
+	assert_int_equal(vsched_poll_policy_parse(spelled[3]), VSCHED_POLL_ADAPTIVE);
+
+	assert_null(vsched_poll_policy_name(VSCHED_POLL_NPOLICIES));
+	assert_null(vsched_poll_policy_name(UINT_MAX));
+	assert_int_equal(vsched_poll_policy_parse(NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_poll_policy_parse(""), VSCHED_EINVAL);
+	assert_int_equal(vsched_poll_policy_parse("KVM"), VSCHED_EINVAL);
+	assert_int_equal(vsched_poll_policy_parse("kvm "), VSCHED_EINVAL);
+	assert_int_equal(vsched_poll_policy_parse("adapt"), VSCHED_EINVAL);
+	assert_int_equal(vsched_poll_policy_parse("always-poll"), VSCHED_EINVAL);
+	/* The count is the first number that is no policy. */
+	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_NPOLICIES, 20000, &p),
+			 VSCHED_EINVAL);
+	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 20000, &p), 0);
+	p.policy = VSCHED_POLL_NPOLICIES;
+	assert_int_equal(vsched_poll_init(&p, &s), VSCHED_EINVAL);
+	assert_int_equal(vsched_poll_update(&p, &s, 0, 1000, true), VSCHED_EINVAL);
+	assert_int_equal(vsched_poll_window(&p, &s), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -328,6 +381,7 @@ int main(void)
 		cmocka_unit_test(test_kvm_grow_saturates),
 		cmocka_unit_test(test_adaptive_cpu_neutral),
 		cmocka_unit_test(test_poll_bad_input),
+		cmocka_unit_test(test_policy_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

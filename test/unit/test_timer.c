@@ -2,6 +2,7 @@
 /* Guest timers with the injectable clock: expiry, semantics, the
  * cancellation policies, and the timer service on the real clock. */
 #include <dirent.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -846,6 +847,47 @@ static void test_timer_bad_input(void **state)
 	vsched_vm_destroy(r.vm);
 }
 
+/* The cancellation policies' names: every policy's round trip, the
+ * command lines' spellings, refusals, and the count is where
+ * vsched_timer_create() starts refusing. */
+static void test_cancel_policy_names(void **state)
+{
+	struct rig r;
+	struct vsched_timer *t2;
+	struct vsched_timer_desc d = { .size = sizeof(d), .kind = K_OTHER };
+	unsigned n = 0;
+	(void)state;
+
+	rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_KEEP, false);
+	for (unsigned i = 0; i < VSCHED_CANCEL_NPOLICIES; i++) {
+		const char *name = vsched_cancel_policy_name(i);
+		assert_non_null(name);
+		assert_true(name[0] != '\0');
+		assert_int_equal(vsched_cancel_policy_parse(name), (int)i);
+	}
+	while (vsched_cancel_policy_name(n))
+		n++;
+	assert_int_equal(n, VSCHED_CANCEL_NPOLICIES);
+	/* The spellings vsched-vmm --timer-cancel and the timer bench use. */
+	assert_int_equal(vsched_cancel_policy_parse("keep"), VSCHED_CANCEL_KEEP);
+	assert_int_equal(vsched_cancel_policy_parse("cancel"), VSCHED_CANCEL_CANCEL);
+	assert_int_equal(vsched_cancel_policy_parse("adaptive"), VSCHED_CANCEL_ADAPTIVE);
+
+	assert_null(vsched_cancel_policy_name(VSCHED_CANCEL_NPOLICIES));
+	assert_null(vsched_cancel_policy_name(UINT_MAX));
+	assert_int_equal(vsched_cancel_policy_parse(NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_cancel_policy_parse(""), VSCHED_EINVAL);
+	assert_int_equal(vsched_cancel_policy_parse("Keep"), VSCHED_EINVAL);
+	assert_int_equal(vsched_cancel_policy_parse("none"), VSCHED_EINVAL);
+	/* The count is the first number vsched_timer_create() refuses. */
+	d.cancel = VSCHED_CANCEL_NPOLICIES;
+	assert_int_equal(vsched_timer_create(r.v, &d, &t2), VSCHED_EINVAL);
+	d.cancel = VSCHED_CANCEL_NPOLICIES - 1;
+	assert_int_equal(vsched_timer_create(r.v, &d, &t2), 0);
+	vsched_vcpu_destroy(r.v);
+	vsched_vm_destroy(r.vm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -868,6 +910,7 @@ int main(void)
 		cmocka_unit_test(test_timer_read_huge_deadline),
 		cmocka_unit_test(test_timer_armed_while_polling),
 		cmocka_unit_test(test_timer_bad_input),
+		cmocka_unit_test(test_cancel_policy_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
