@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Expiry cancellation (lib/timers.h): when a timer's request is serviced,
+ * its policy decides whether a stale expiry (the guest re-armed the timer
+ * into the future since it fired) is delivered or cancelled; ADAPTIVE
+ * reads the guest's deadline only when the measured costs say so
+ * (doc/timers.md).
+ */
+#include <string.h>
+
+#include "abi.h"
+#include "mode.h"
+#include "timers.h"
+
+/* The policies' names, by enum vsched_timer_cancel. */
+static const char *const cancel_names[VSCHED_CANCEL_NPOLICIES] = {
+	[VSCHED_CANCEL_KEEP] = "keep",
+	[VSCHED_CANCEL_CANCEL] = "cancel",
+	[VSCHED_CANCEL_ADAPTIVE] = "adaptive",
+};
+/* A policy added to the enum gets a name: the count follows the last one. */
+_Static_assert(VSCHED_CANCEL_ADAPTIVE + 1 == VSCHED_CANCEL_NPOLICIES,
+	       "VSCHED_CANCEL_NPOLICIES is not the number of policies");
+
+const char *vsched_cancel_policy_name(unsigned policy)
+{
+	return policy < VSCHED_CANCEL_NPOLICIES ? cancel_names[policy] : NULL;
+}
+
+int vsched_cancel_policy_parse(const char *name)
+{
+	if (!name)
+		return VSCHED_EINVAL;
+	for (unsigned i = 0; i < VSCHED_CANCEL_NPOLICIES; i++)
+		if (strcmp(name, cancel_names[i]) == 0)
+			return (int)i;
+	return VSCHED_EINVAL;
+}
+
+/* a x b, saturating: the costs are the caller's, up to 2^64 - 1 ns. */
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static void adapt(struct vsched_timer *t)
+{
+	/* Read when stale share x spurious cost > read cost. Before any
+	 * evidence, keep reading (it is how the costs get measured). */
+	if (t->n_checked < 256 * 4)
+		t->reading = true;
+	else
+		t->reading = mul_sat(t->n_stale, t->est_spur) >
+			     mul_sat(t->n_checked, t->est_read);
+	atomic_store_explicit(&t->st.reading, t->reading, memory_order_relaxed);
+}
+
+static void observe(struct vsched_timer *t, bool stale)
+{
+	/* Decaying counts (x256), half-life ~ 45 observations. */
+	t->n_checked -= t->n_checked >> 6;
+	t->n_stale -= t->n_stale >> 6;
+	t->n_checked += 256;
+	if (stale)
+		t->n_stale += 256;
+}
+
+int vsched_timer_report_spurious(struct vsched_timer *t, uint64_t cost_ns)
+{
+	if (!t)
+		return VSCHED_EINVAL;
+	vsched__count(&t->st.stale_delivered);
+	/* The delivery was observed as fresh; it was stale after all. */
+	t->n_stale += 256;
+	if (t->n_stale > t->n_checked)
+		t->n_stale = t->n_checked;
+	if (cost_ns)
+		t->est_spur = t->est_spur - t->est_spur / 8 + cost_ns / 8;
+	if (t->cancel == VSCHED_CANCEL_ADAPTIVE)
+		adapt(t);
+	return 0;
+}
+
+static struct vsched_timer *timer_of_rank(struct vsched_vcpu *v, unsigned r)
+{
+	for (unsigned i = 0; i < v->ntimers; i++)
+		if (v->timers[i]->rank == r)
+			return v->timers[i];
+	return NULL;
+}
+
+/* Deliver the serviced timer request of rank r? Context: vCPU thread. */
+bool vsched__timer_filter(struct vsched_vcpu *v, unsigned r)
+{
+	const struct vsched_host_ops *ops = &v->vm->ops;
+	struct vsched_timer *t = timer_of_rank(v, r);
+	uint64_t w, now, d, t0, t1;
+	bool stale;
+
+	if (!t)
+		return true;
+	w = atomic_load_explicit(&t->word, memory_order_acquire);
+	now = ops->now_ns(ops->ctx);
+	/* Stale in vsched's own view: re-armed or disarmed since the post, or
+	 * (level) no longer asserted. */
+	stale = !(w & EXPIRED) ||
+		(t->semantics == VSCHED_TIMER_LEVEL && !line_high(w, now));
+	if (t->cancel == VSCHED_CANCEL_KEEP) {
+		if (stale)
+			vsched__count(&t->st.stale_delivered);
+		goto deliver;
+	}
+	if (stale) {
+		vsched__count(&t->st.stale_cancelled);
+		VSCHED__TRACE2(timer_cancel, v->id, t->kind);
+		return false;
+	}
+	/* vsched's view says due; the guest may have re-armed where only
+	 * timer_read can see it. */
+	if (!ops->timer_read)
+		goto deliver;
+	if (t->cancel == VSCHED_CANCEL_ADAPTIVE && !t->reading) {
+		observe(t, false); /* corrected by report_spurious() */
+		adapt(t);
+		goto deliver;
+	}
+	t0 = ops->now_ns(ops->ctx);
+	int rc = ops->timer_read(v, t, &d, ops->ctx);
+	t1 = ops->now_ns(ops->ctx);
+	vsched__count(&t->st.reads);
+	atomic_store_explicit(&t->st.read_ns,
+			      atomic_load_explicit(&t->st.read_ns, memory_order_relaxed) +
+				      (t1 - t0),
+			      memory_order_relaxed);
+	t->est_read = t->est_read - t->est_read / 8 + (t1 - t0) / 8;
+	if (rc) {
+		adapt(t);
+		goto deliver;
+	}
+	/* A deadline past vsched's range is in the far future: clamp it
+	 * (stale, and it does not wrap into the past in the word). */
+	if (d > VSCHED_TIMER_DEADLINE_MAX)
+		d = VSCHED_TIMER_DEADLINE_MAX;
+	stale = d == 0 || d > t1;
+	observe(t, stale);
+	if (t->cancel == VSCHED_CANCEL_ADAPTIVE)
+		adapt(t);
+	if (stale) {
+		/* Bring vsched's view in line with the guest's (the line
+		 * falls: unlatched). A concurrent arm or set_ctl wins. */
+		uint64_t expect = w, n = (d << SHIFT) | (w & OFF);
+		if (atomic_compare_exchange_strong(&t->word, &expect, n) &&
+		    fire_deadline(n) != NONE)
+			vsched__service_note(v->vm, fire_deadline(n));
+		vsched__count(&t->st.stale_cancelled);
+		VSCHED__TRACE2(timer_cancel, v->id, t->kind);
+		return false;
+	}
+deliver:
+	vsched__count(&t->st.delivered);
+	if (t->semantics == VSCHED_TIMER_ONESHOT && (w & EXPIRED)) {
+		/* One shot: consumed. A concurrent re-arm wins the CAS. */
+		uint64_t expect = w;
+		atomic_compare_exchange_strong(&t->word, &expect, 0);
+	}
+	return true;
+}
+
+int vsched_timer_read_stats(const struct vsched_timer *t, struct vsched_timer_stats *o)
+{
+	if (!t || !o)
+		return VSCHED_EINVAL;
+	memset(o, 0, sizeof(*o));
+	o->fired = atomic_load(&t->st.fired);
+	o->delivered = atomic_load(&t->st.delivered);
+	o->stale_cancelled = atomic_load(&t->st.stale_cancelled);
+	o->stale_delivered = atomic_load(&t->st.stale_delivered);
+	o->state_reads = atomic_load(&t->st.reads);
+	o->state_read_ns = atomic_load(&t->st.read_ns);
+	o->adaptive_reading = atomic_load(&t->st.reading);
+	o->est_read_ns = t->est_read;
+	o->est_spurious_ns = t->est_spur;
+	o->est_stale_permille = t->n_checked ? (unsigned)((uint64_t)t->n_stale * 1000 /
+							  t->n_checked)
+					     : 0;
+	return 0;
+}

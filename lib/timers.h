@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The timer object (lib/timer.c's file comment explains its word), shared
+ * by the timers (lib/timer.c), the expiry-cancellation policy
+ * (lib/cancel.c) and the timer service (lib/tservice.c).
+ */
+#ifndef VSCHED__TIMERS_H
+#define VSCHED__TIMERS_H
+
+#include "internal.h"
+
+#define EXPIRED UINT64_C(1)
+#define OFF UINT64_C(2) /* LEVEL: disabled or masked */
+#define SHIFT 2
+#define NONE UINT64_MAX
+
+struct vsched_timer {
+	_Atomic uint64_t word VSCHED__ALIGNED;
+	struct vsched_vcpu *vcpu;
+	struct vsched_timer *_Atomic vm_next;
+	unsigned kind, rank, semantics, cancel;
+	char name[16];
+	/* vCPU thread: ADAPTIVE estimates */
+	uint64_t est_read, est_spur;
+	uint32_t n_checked, n_stale; /* decayed counts, fixed point x 256 */
+	bool reading;
+	struct {
+		_Atomic uint64_t fired, delivered, stale_cancelled,
+			stale_delivered, reads, read_ns;
+		_Atomic uint32_t reading;
+	} st VSCHED__ALIGNED;
+};
+
+struct vsched_timer_service {
+	struct vsched_vm *vm;
+	/* run() sleeps in this set: its timerfd, its eventfd (stop). */
+	struct vsched__os_set os;
+	_Atomic uint64_t next; /* programmed deadline, UINT64_MAX: none */
+	_Atomic bool stop;
+};
+
+static inline uint64_t deadline_of(uint64_t w)
+{
+	return w >> SHIFT;
+}
+
+/*
+ * THE predicate: the deadline at which the timer in word `w` can post an
+ * expiry, or NONE when it cannot (disarmed; already posted, i.e. a LEVEL
+ * line still asserted or a decrementer still pending; LEVEL disabled or
+ * masked). fire_one(), arm(), set_ctl(), the service's programming and
+ * vsched__vcpu_earliest() (the block engine's sleep) all use this one
+ * function, so nobody waits for or programs a deadline that cannot fire.
+ */
+static inline uint64_t fire_deadline(uint64_t w)
+{
+	if (w & (EXPIRED | OFF))
+		return NONE;
+	return deadline_of(w) ? deadline_of(w) : NONE;
+}
+
+static inline bool can_fire(uint64_t w, uint64_t now)
+{
+	uint64_t d = fire_deadline(w);
+	return d != NONE && d <= now;
+}
+
+/* The output line (LEVEL): armed, gate open, deadline reached. */
+static inline bool line_high(uint64_t w, uint64_t now)
+{
+	return deadline_of(w) && !(w & OFF) && deadline_of(w) <= now;
+}
+
+static inline void post_expiry(struct vsched_timer *t)
+{
+	vsched__count_shared(&t->st.fired);
+	VSCHED__TRACE2(timer_fire, t->vcpu->id, t->kind);
+	vsched_post(t->vcpu, t->kind);
+}
+
+/* Post timer `t`'s expiry if it is due at `now` and not yet posted: 1 if
+ * it posted. Any thread. */
+static inline int vsched__timer_fire_one(struct vsched_timer *t, uint64_t now)
+{
+	uint64_t w = atomic_load_explicit(&t->word, memory_order_acquire);
+	while (can_fire(w, now)) {
+		if (atomic_compare_exchange_weak_explicit(&t->word, &w, w | EXPIRED,
+							  memory_order_seq_cst,
+							  memory_order_acquire)) {
+			post_expiry(t);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* The VM's timer service, if any, learns deadline `d` (lib/tservice.c). */
+void vsched__service_note(struct vsched_vm *vm, uint64_t d);
+/* Free a service already unpublished (lib/tservice.c). */
+void vsched__service_free(struct vsched_timer_service *s);
+
+#endif /* VSCHED__TIMERS_H */

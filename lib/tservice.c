@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The timer service (lib/timers.h): kicks running vCPUs at their timers'
+ * deadlines, from a thread of its own (vsched_timer_service_run()) or
+ * from the VMM's event loop (its fd and dispatch).
+ */
+#include <string.h>
+
+#include "abi.h"
+#include "mode.h"
+#include "timers.h"
+
+#include <urcu/urcu-bp.h>
+
+static void program(struct vsched_timer_service *s)
+{
+	/* Whoever lowered `next` programs it; re-check so that a slower
+	 * programmer never leaves a later value behind. */
+	for (;;) {
+		uint64_t v = atomic_load(&s->next);
+		/* `next` is in the VM's clock, the timerfd's is
+		 * CLOCK_MONOTONIC: with an injected clock the time left is
+		 * converted now; an expiry before the VM's clock reaches the
+		 * deadline fires nothing and programs it again. */
+		vsched__os_timer_at(&s->os, vsched__kernel_deadline(&s->vm->ops, v));
+		if (atomic_load(&s->next) == v)
+			return;
+	}
+}
+
+static void lower_next(struct vsched_timer_service *s, uint64_t d)
+{
+	uint64_t cur = atomic_load(&s->next);
+	while (d < cur)
+		if (atomic_compare_exchange_weak(&s->next, &cur, d)) {
+			program(s);
+			return;
+		}
+}
+
+/* An arm (any thread) reaches the service under RCU: the service's destroy
+ * unpublishes it and waits for a grace period before closing its fds and
+ * freeing it, so an arm never programs a closed (or reused) fd. */
+void vsched__service_note(struct vsched_vm *vm, uint64_t d)
+{
+	struct vsched_timer_service *s;
+
+	/* No service: no RCU section (and no liburcu-bp registration of this
+	 * thread). The arm's CAS on the timer word and this load are seq_cst,
+	 * as are the service's publication and its first dispatch's walk of
+	 * every timer: either this arm sees the service, or that walk sees
+	 * the new deadline. */
+	if (!atomic_load_explicit(&vm->tsvc, memory_order_seq_cst))
+		return;
+	urcu_bp_read_lock();
+	s = atomic_load_explicit(&vm->tsvc, memory_order_acquire);
+	if (s) {
+		lower_next(s, d);
+		VSCHED__TSAN_RELEASE(s);
+	}
+	urcu_bp_read_unlock();
+}
+
+int vsched_timer_service_create(struct vsched_vm *vm, struct vsched_timer_service **out)
+{
+	struct vsched_timer_service *s, *none = NULL;
+	int rc;
+
+	if (!vm || !out)
+		return VSCHED_EINVAL;
+	s = vsched__alloc(&vm->alloc, sizeof(*s));
+	if (!s)
+		return VSCHED_ENOMEM;
+	s->vm = vm;
+	rc = vsched__os_set_open(&s->os);
+	if (rc) {
+		vsched__free(&vm->alloc, s, sizeof(*s));
+		return rc;
+	}
+	atomic_init(&s->next, UINT64_MAX);
+	if (!atomic_compare_exchange_strong(&vm->tsvc, &none, s)) {
+		vsched__os_set_close(&s->os);
+		vsched__free(&vm->alloc, s, sizeof(*s));
+		return VSCHED_EEXIST;
+	}
+	vsched_timer_service_dispatch(s);
+	*out = s;
+	return 0;
+}
+
+int vsched_timer_service_fd(const struct vsched_timer_service *s)
+{
+	return s ? s->os.tfd : VSCHED_EINVAL;
+}
+
+int vsched_timer_service_dispatch(struct vsched_timer_service *s)
+{
+	uint64_t now, m = UINT64_MAX;
+	int fired = 0;
+
+	if (!s)
+		return VSCHED_EINVAL;
+	vsched__os_drain(s->os.tfd);
+	/* Forget the programmed deadline first: an arm from now on lowers
+	 * it again and programs it itself. */
+	atomic_store(&s->next, UINT64_MAX);
+	now = s->vm->ops.now_ns(s->vm->ops.ctx);
+	for (struct vsched_timer *t = atomic_load_explicit(&s->vm->timers, memory_order_acquire);
+	     t; t = atomic_load_explicit(&t->vm_next, memory_order_acquire)) {
+		uint64_t e;
+		if (vsched__mode_of(atomic_load_explicit(&t->vcpu->mode, memory_order_relaxed)) ==
+		    VSCHED_MODE_DESTROYED)
+			continue;
+		fired += vsched__timer_fire_one(t, now);
+		/* Only what can still fire: a disabled or masked LEVEL timer
+		 * with an old deadline, or a latched one, is not programmed
+		 * (it would keep the fd readable: a busy loop). */
+		e = fire_deadline(atomic_load(&t->word));
+		if (e < m)
+			m = e;
+	}
+	if (m != UINT64_MAX)
+		lower_next(s, m);
+	return fired;
+}
+
+int vsched_timer_service_run(struct vsched_timer_service *s)
+{
+	if (!s)
+		return VSCHED_EINVAL;
+	while (!atomic_load(&s->stop)) {
+		struct epoll_event ev;
+		vsched_timer_service_dispatch(s);
+		if (atomic_load(&s->stop))
+			break;
+		vsched__os_wait(&s->os, &ev, 1, -1); /* a signal: dispatch again */
+	}
+	return 0;
+}
+
+int vsched_timer_service_stop(struct vsched_timer_service *s)
+{
+	if (!s)
+		return VSCHED_EINVAL;
+	atomic_store(&s->stop, true);
+	/* run() waits on this eventfd too. */
+	vsched__os_signal(&s->os);
+	return 0;
+}
+
+/* Unpublished already: wait out every arm that may still hold it. */
+void vsched__service_free(struct vsched_timer_service *s)
+{
+	urcu_bp_synchronize_rcu();
+	VSCHED__TSAN_ACQUIRE(s);
+	vsched__os_set_close(&s->os);
+	vsched__free(&s->vm->alloc, s, sizeof(*s));
+}
+
+int vsched_timer_service_destroy(struct vsched_timer_service *s)
+{
+	struct vsched_timer_service *self;
+	if (!s)
+		return VSCHED_EINVAL;
+	self = s;
+	if (!atomic_compare_exchange_strong(&s->vm->tsvc, &self, NULL))
+		return VSCHED_EINVAL; /* not this VM's service */
+	vsched__service_free(s);
+	return 0;
+}
