@@ -690,6 +690,38 @@ static int configure(struct vsched_kvm_gov *g,
 	return 0;
 }
 
+/* One vCPU at create: its stats fd (a copy of the VMM's `stats_fd` when
+ * `own`, else KVM_GET_STATS_FD on `vcpu_fd`), its descriptors and first
+ * values, its policy state. Returns 1 or a negative errno. */
+static int attach_vcpu(struct vsched_kvm_gov *g, struct gvcpu *v, int vcpu_fd,
+		       int stats_fd, bool own, bool force_sums)
+{
+	int rc, fd = vcpu_fd < 0 ? -EBADF : 0;
+
+	if (!fd && own) {
+		/* The VMM's own, opened while the vCPU was out of KVM_RUN
+		 * (or on its thread). */
+		fd = stats_fd < 0 ? -EBADF : fcntl(stats_fd, F_DUPFD_CLOEXEC, 0);
+		if (fd < 0 && fd != -EBADF)
+			fd = -errno;
+	} else if (!fd) {
+		fd = g->ops.stats_fd(g->ops.ctx, vcpu_fd);
+	}
+	if (fd < 0)
+		return fd;
+	v->fd = fd;
+	rc = parse(g, v, force_sums);
+	if (!rc)
+		rc = read_values(g, v);
+	if (rc)
+		return rc;
+	memcpy(v->prev, v->cur, v->nvals * sizeof(uint64_t));
+	vsched_poll_init(&g->poll, &v->st);
+	if (!v->hist)
+		g->st.model = VSCHED_KVM_GOV_SUMS;
+	return 1;
+}
+
 int vsched_kvm_gov_create(int vm_fd, const int *vcpu_fds, unsigned nvcpus,
 			  const struct vsched_kvm_gov_config *cfg,
 			  struct vsched_kvm_gov **out)
@@ -734,37 +766,10 @@ int vsched_kvm_gov_create(int vm_fd, const int *vcpu_fds, unsigned nvcpus,
 	rc = g->ops.check_cap(g->ops.ctx, vm_fd);
 	if (rc == 0)
 		rc = -EOPNOTSUPP;
-	for (unsigned i = 0; rc > 0 && i < nvcpus; i++) {
-		struct gvcpu *v = &g->v[i];
-		int fd = vcpu_fds[i] < 0 ? -EBADF : 0;
-
-		if (!fd && c.stats_fds) {
-			/* The VMM's own, opened while the vCPU was out of
-			 * KVM_RUN (or on its thread). */
-			fd = c.stats_fds[i] < 0 ? -EBADF :
-			     fcntl(c.stats_fds[i], F_DUPFD_CLOEXEC, 0);
-			if (fd < 0 && fd != -EBADF)
-				fd = -errno;
-		} else if (!fd) {
-			fd = g->ops.stats_fd(g->ops.ctx, vcpu_fds[i]);
-		}
-
-		if (fd < 0) {
-			rc = fd;
-			break;
-		}
-		v->fd = fd;
-		rc = parse(g, v, c.force_sums);
-		if (!rc)
-			rc = read_values(g, v);
-		if (rc)
-			break;
-		memcpy(v->prev, v->cur, v->nvals * sizeof(uint64_t));
-		vsched_poll_init(&g->poll, &v->st);
-		if (!v->hist)
-			g->st.model = VSCHED_KVM_GOV_SUMS;
-		rc = 1;
-	}
+	for (unsigned i = 0; rc > 0 && i < nvcpus; i++)
+		rc = attach_vcpu(g, &g->v[i], vcpu_fds[i],
+				 c.stats_fds ? c.stats_fds[i] : -1, c.stats_fds != NULL,
+				 c.force_sums);
 	if (rc < 0) {
 		free_gov(g);
 		return rc;
