@@ -11,8 +11,9 @@
  *
  * - vsched: the doc/adopting.md recipe. A waiter whose condition is "the
  *   ring has work", needs-kick in its before_sleep/after_sleep hooks, the
- *   eventfd as a wake source (vsched_waiter_fd_add()), drained when the
- *   wait returns VSCHED_WAKE_FD; the VM's default policy.
+ *   eventfd as a doorbell wake source (vsched_waiter_fd_add() with
+ *   VSCHED_FD_DOORBELL: never checked while polling, drained inside the
+ *   library); the VM's default policy.
  * - vsched-knob: the same with its own adaptive policy: poll cap 32 us
  *   (QEMU's) unless --io-poll-max-us, latency weight --io-latency-weight.
  * - qemu: QEMU's AioContext loop re-implemented (util/aio-posix.c
@@ -287,7 +288,7 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 		}
 		if (vsched_vm_create(NULL, &vm) || vsched_request_finalize(vm, 0) ||
 		    vsched_waiter_create_ex(vm, &cfg, &w) ||
-		    vsched_waiter_fd_add(w, io.efd, EPOLLIN, 0))
+		    vsched_waiter_fd_add(w, io.efd, EPOLLIN | VSCHED_FD_DOORBELL, 0))
 			abort();
 	} else {
 		ep = epoll_create1(EPOLL_CLOEXEC);
