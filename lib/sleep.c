@@ -189,12 +189,8 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 			uint64_t woke = vsched__clock_now(NULL);
 			learn_margin(&s->fd_margin_ns, woke > early ? woke - early : 0);
 			finish_on_time(s, blocked, kd);
-			/* The fds once more, as the sleep would have seen them,
-			 * if it spun at all (a timer that fired at or after
-			 * the deadline: the epoll_pwait just made was that
-			 * look). */
-			if (woke < kd &&
-			    atomic_load_explicit(s->word, memory_order_relaxed) == blocked)
+			/* The fds once more, as the sleep would have seen them. */
+			if (atomic_load_explicit(s->word, memory_order_relaxed) == blocked)
 				vsched__collect_ready(s, res);
 		}
 		if (!vsched__mode_still(s, blocked)) {
