@@ -13,7 +13,11 @@ repo=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 jobs=$(nproc 2>/dev/null || echo 2)
 pkgs="libvsched0.2 libvsched-kvm0.2 libvsched-dev vsched-tools"
 t0=$(date +%s)
-step() { echo "== package: $* ($(($(date +%s) - t0)) s)"; }
+# Each step with the wall time so far and the CPU time (user, system) its
+# children used so far: on a shared runner the wall time alone says little.
+step() {
+	echo "== package: $* ($(($(date +%s) - t0)) s; cpu $(times | tail -n 1))"
+}
 
 tmp=$(mktemp -d)
 installed=""
