@@ -16,7 +16,8 @@ t0=$(date +%s)
 # Each step with the wall time so far and the CPU time (user, system) its
 # children used so far: on a shared runner the wall time alone says little.
 step() {
-	echo "== package: $* ($(($(date +%s) - t0)) s; cpu $(times | tail -n 1))"
+	times >"$tmp/times" # in this shell: a $(times) subshell has no children
+	echo "== package: $* ($(($(date +%s) - t0)) s; cpu $(tail -n 1 "$tmp/times"))"
 }
 
 tmp=$(mktemp -d)
