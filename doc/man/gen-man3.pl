@@ -119,7 +119,7 @@ sub inline {
 sub body {
 	my ($text) = @_;
 	my @r;
-	my ($code, $list) = (0, 0);
+	my $code = 0;
 	for my $l (split /\n/, $text) {
 		if ($l =~ /^\s*\@code\b/) { push @r, '.PP', '.RS 4', '.nf'; $code = 1; next; }
 		if ($l =~ /^\s*\@endcode\b/) { push @r, '.fi', '.RE'; $code = 0; next; }
@@ -130,15 +130,13 @@ sub body {
 			push @r, $c;
 			next;
 		}
-		if ($l =~ /^\s*$/) { push @r, '.PP'; $list = 0; next; }
+		if ($l =~ /^\s*$/) { push @r, '.PP'; next; }
 		if ($l =~ /^\s*[-*]\s+(.*)/) {
 			push @r, '.IP \(bu 2';
 			$l = $1;
-			$list = 1;
 		} elsif ($l =~ /^\s*(\d+\.)\s+(.*)/) {
 			push @r, ".IP $1 4";
 			$l = $2;
-			$list = 1;
 		}
 		$l =~ s/^\s+//;
 		my $c = inline($l);
