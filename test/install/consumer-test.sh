@@ -17,6 +17,20 @@ ${CC:-cc} -o "$tmp/consumer_pc" "$src/test/install/consumer.c" \
 	$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs vsched) \
 	-Wl,-rpath,"$libdir"
 "$tmp/consumer_pc"
+# The .pc names plain paths (no pkgconfig/../..) where the install went.
+for v in prefix libdir includedir; do
+	val=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --variable=$v vsched)
+	case "$val" in
+	*/../*|*/..|*/./*|*//*) echo "FAIL: vsched.pc $v=$val is not normalised"; exit 1 ;;
+	esac
+	[ -d "$val" ] || { echo "FAIL: vsched.pc $v=$val does not exist"; exit 1; }
+done
+[ "$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --variable=libdir vsched)" = "$libdir" ] ||
+	{ echo "FAIL: vsched.pc's libdir is not $libdir"; exit 1; }
+echo "== pkg-config --static (a static executable: Requires.private is complete)"
+${CC:-cc} -static -o "$tmp/consumer_pc_static" "$src/test/install/consumer.c" \
+	$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --static --cflags --libs vsched)
+"$tmp/consumer_pc_static"
 
 echo "== find_package(vsched CONFIG)"
 cmake -S "$src/test/install" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
@@ -30,6 +44,9 @@ if [ -f "$(dirname "$pc")/vsched-kvm.pc" ]; then
 		$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs vsched-kvm) \
 		-Wl,-rpath,"$libdir"
 	"$tmp/consumer_kvm_pc"
+	${CC:-cc} -static -o "$tmp/consumer_kvm_pc_static" "$src/test/install/consumer_kvm.c" \
+		$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --static --cflags --libs vsched-kvm)
+	"$tmp/consumer_kvm_pc_static"
 	echo "== find_package(vsched COMPONENTS kvm)"
 	"$tmp/build/consumer_kvm"
 	"$tmp/build/consumer_kvm_static"

@@ -1,0 +1,121 @@
+#!/bin/sh
+# The man pages say what the code has:
+# - vsched-vmm(1) names every option of examples/vmm/main.c's getopt table,
+#   and no other;
+# - vsched-bench(1) names every option its parsers compare argv with
+#   (bench/*.c) and every benchmark (struct bench's .name), and no other;
+# - every public function of the headers has a section 3 page naming its
+#   header, with RETURN VALUE and CONTEXT sections, and there is no page
+#   for anything else; the functions whose comment states no return value
+#   or no calling thread are exactly those listed in doc/man/gaps.txt (a
+#   header that gains the text must drop its line there);
+# - man(1) formats every page without a warning (where man is installed).
+# usage: check-man.sh SOURCE_DIR BUILT_MAN_DIR HEADER...
+set -eu
+src=$1
+man=$2
+shift 2
+status=0
+fail() {
+	echo "FAIL: $*"
+	status=1
+}
+
+# The long options a page documents: --name tokens, roff escapes removed.
+page_options() {
+	sed 's/\\-/-/g; s/\\f[BIRP]//g' "$1" | grep -o -- '--[a-z][a-z-]*' | sort -u
+}
+
+# compare WHAT PAGE_LIST CODE_LIST
+compare() {
+	what=$1
+	for o in $3; do
+		printf '%s\n' "$2" | grep -qx -- "$o" || fail "$what: $o is in the code, not on the page"
+	done
+	for o in $2; do
+		printf '%s\n' "$3" | grep -qx -- "$o" || fail "$what: $o is on the page, not in the code"
+	done
+}
+
+# vsched-vmm: the getopt_long table.
+code=$(awk '/struct option options\[\]/ { t = 1; next } t && /^\};/ { t = 0 }
+	t && match($0, /\{ "[a-z-]+"/) { s = substr($0, RSTART + 3, RLENGTH - 4); print "--" s }' \
+	"$src/examples/vmm/main.c" | sort -u)
+[ -n "$code" ] || fail "vsched-vmm: no option found in examples/vmm/main.c"
+compare vsched-vmm.1 "$(page_options "$man/man1/vsched-vmm.1")" "$code"
+echo "vsched-vmm.1: $(echo $code | wc -w) options"
+
+# vsched-bench: strcmp(argv[i], "--x") in every parser, and the benchmarks.
+code=$(cat "$src"/bench/*.c | grep -o 'strcmp(argv\[i\], "--[a-z-]*")' |
+	sed 's/.*"\(--[a-z-]*\)")/\1/' | sort -u)
+[ -n "$code" ] || fail "vsched-bench: no option found in bench/*.c"
+compare vsched-bench.1 "$(page_options "$man/man1/vsched-bench.1")" "$code"
+benches=$(awk '/^const struct bench bench_[a-z_]+ = \{/ { t = 1; next } t && /^\};/ { t = 0 }
+	t && match($0, /\.name = "[a-z0-9_-]+"/) { print substr($0, RSTART + 9, RLENGTH - 10) }' \
+	"$src"/bench/*.c | sort -u)
+[ -n "$benches" ] || fail "vsched-bench: no benchmark found in bench/*.c"
+paged=$(awk '/^\.SH BENCHMARKS/ { t = 1; next } /^\.SH/ { t = 0 }
+	t && prev == ".TP" && /^\.B / { print $2 } { prev = $0 }' "$man/man1/vsched-bench.1" | sort -u)
+compare "vsched-bench.1 benchmarks" "$paged" "$benches"
+echo "vsched-bench.1: $(echo $code | wc -w) options, $(echo $benches | wc -w) benchmarks"
+
+# Section 3: one page a public function, each with its header, return value
+# and calling thread; the gaps are the known ones.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+perl "$src/doc/man/gen-man3.pl" --check "$tmp" "$@" > "$tmp/gaps" 2> "$tmp/notes" ||
+	{ cat "$tmp/notes"; fail "gen-man3.pl --check"; }
+known=$src/doc/man/gaps.txt
+case " $* " in
+*/kvm.h\ *) cp "$known" "$tmp/known" ;;
+*) grep -v '^vsched_kvm_' "$known" > "$tmp/known" || true ;;
+esac
+if ! diff -u "$tmp/known" "$tmp/gaps"; then
+	fail "the functions whose comment lacks a return value or calling thread changed: update doc/man/gaps.txt (+ a new gap, - a header that now says it)"
+fi
+# One awk over every page: its .TH names it, it names its header, it has
+# RETURN VALUE and CONTEXT.
+npages=$(ls "$man"/man3/*.3 2>/dev/null | wc -l)
+[ "$npages" -gt 0 ] || fail "no section 3 page in $man/man3"
+bad=$(awk '
+	FNR == 1 {
+		if (f) check()
+		f = FILENAME; n = f; sub(/.*\//, "", n); sub(/\.3$/, "", n)
+		th = inc = rv = ctx = 0
+	}
+	$1 == ".TH" && $2 == toupper(n) && $3 == "3" { th = 1 }
+	/^\.B #include <vsched\/[a-z]+\.h>/ { inc = 1 }
+	/^\.SH RETURN VALUE/ { rv = 1 }
+	/^\.SH CONTEXT/ { ctx = 1 }
+	function check() {
+		if (!th) print n ".3: .TH does not name it"
+		if (!inc) print n ".3 names no header"
+		if (!rv) print n ".3 has no RETURN VALUE"
+		if (!ctx) print n ".3 has no CONTEXT"
+	}
+	END { if (f) check() }' "$man"/man3/*.3)
+[ -z "$bad" ] || fail "$bad"
+total=$(sed -n 's/^\([0-9]*\) public functions.*/\1/p' "$tmp/notes")
+[ "$npages" = "$total" ] || fail "$npages section 3 pages for $total public functions"
+# Each documented function of the headers has its page (the other way).
+for h in "$@"; do
+	grep -o 'VSCHED_API[^(]*\bvsched_[a-z0-9_]*(' "$h" | grep -o 'vsched_[a-z0-9_]*($' |
+		tr -d '(' | grep -v '^vsched__' || true
+done | sort -u > "$tmp/api"
+while read -r f; do
+	[ -f "$man/man3/$f.3" ] || fail "$f has no page"
+done < "$tmp/api"
+echo "section 3: $npages pages, $(wc -l < "$tmp/api") exported public functions, $(wc -l < "$tmp/gaps") known gaps"
+
+# Formatting: groff's warnings, all of them, at man's 80 columns (lintian
+# reports man's as errors). One groff for all pages: man(1) per page costs
+# about a second each.
+if command -v groff >/dev/null 2>&1; then
+	w=$(groff -man -ww -z -Tutf8 -rLL=80n -Kutf8 "$man"/man1/*.1 "$man"/man3/*.3 2>&1 || echo "groff failed")
+	[ -z "$w" ] || fail "groff: $w"
+	echo "groff -ww: every page clean"
+else
+	echo "groff not installed: formatting not checked"
+fi
+[ "$status" = 0 ] && echo OK
+exit $status
