@@ -150,7 +150,9 @@ VSCHED_API int vsched_vcpu_block_ex(struct vsched_vcpu *vcpu,
 				    uint64_t deadline_ns,
 				    struct vsched_block_result *result);
 
-/** vsched_vcpu_block_ex() without a result. */
+/** vsched_vcpu_block_ex() without a result. @return as
+ * vsched_vcpu_block_ex(). Context: the vCPU's own thread, outside guest
+ * mode. */
 VSCHED_API int vsched_vcpu_block(struct vsched_vcpu *vcpu,
 				 uint64_t deadline_ns);
 
@@ -218,8 +220,9 @@ VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
 
 /** Remove a wake-source fd (also one already closed: its slot is freed and
  * the kernel's -EBADF or -ENOENT returned). @return 0, VSCHED_EINVAL,
- * -ENOENT, -EBADF, VSCHED_ESTATE or VSCHED_ESHUTDOWN. States and context as
- * vsched_vcpu_fd_add(). Syscalls: epoll_ctl. */
+ * -ENOENT, -EBADF, VSCHED_ESTATE or VSCHED_ESHUTDOWN. States as
+ * vsched_vcpu_fd_add(). Context: the vCPU's thread, or before the vCPU runs.
+ * Syscalls: epoll_ctl. */
 VSCHED_API int vsched_vcpu_fd_del(struct vsched_vcpu *vcpu, int fd);
 
 /**

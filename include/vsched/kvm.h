@@ -237,11 +237,13 @@ VSCHED_API bool vsched_kvm_irq_owed(const struct vsched_kvm_vcpu *kv);
  */
 VSCHED_API int vsched_kvm_halt(struct vsched_kvm_vcpu *kv, uint64_t deadline_ns);
 
-/** Copy the adapter's counters. @return 0 or VSCHED_EINVAL. */
+/** Copy the adapter's counters. @return 0 or VSCHED_EINVAL.
+ * Context: any thread (each counter is read whole). */
 VSCHED_API int vsched_kvm_read_stats(const struct vsched_kvm_vcpu *kv,
 				     struct vsched_kvm_stats *out);
 
-/** The attached vsched vCPU (NULL for NULL). */
+/** The attached vsched vCPU (NULL for NULL). @return the vCPU.
+ * Context: any thread. */
 VSCHED_API struct vsched_vcpu *vsched_kvm_vcpu(const struct vsched_kvm_vcpu *kv);
 
 #ifdef __cplusplus

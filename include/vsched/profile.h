@@ -63,6 +63,7 @@ VSCHED_API const struct vsched_profile *vsched_profile_get(const char *arch);
 /**
  * Index in p->kinds of the kind named `name`.
  * @return the index, VSCHED_EINVAL (NULL) or VSCHED_ERANGE (no such kind).
+ * Context: any thread (profiles are constant).
  */
 VSCHED_API int vsched_profile_find(const struct vsched_profile *p, const char *name);
 

@@ -189,7 +189,8 @@ VSCHED_API int vsched_timer_create(struct vsched_vcpu *vcpu,
  */
 VSCHED_API int vsched_timer_arm(struct vsched_timer *t, uint64_t deadline_ns);
 
-/** Disarm (same as arming 0). */
+/** Disarm (same as arming 0). @return as vsched_timer_arm().
+ * Context: as vsched_timer_arm() (one writer of a timer at a time). */
 VSCHED_API int vsched_timer_disarm(struct vsched_timer *t);
 
 /**
@@ -260,14 +261,16 @@ VSCHED_API int vsched_vcpu_next_timer(const struct vsched_vcpu *vcpu,
  */
 VSCHED_API int vsched_timer_service_create(struct vsched_vm *vm,
 					   struct vsched_timer_service **out);
-/** The service's fd (readable when a deadline passed), or VSCHED_EINVAL. */
+/** The service's fd (readable when a deadline passed).
+ * @return the fd, or VSCHED_EINVAL. Context: any thread. */
 VSCHED_API int vsched_timer_service_fd(const struct vsched_timer_service *s);
 /**
  * Post every expired timer and reprogram the fd.
  * @return number posted, or VSCHED_EINVAL. Context: one thread at a time.
  */
 VSCHED_API int vsched_timer_service_dispatch(struct vsched_timer_service *s);
-/** Dispatch in a loop until vsched_timer_service_stop(). @return 0. */
+/** Dispatch in a loop until vsched_timer_service_stop(). @return 0, or
+ * VSCHED_EINVAL. Context: the service's own thread (one at a time). */
 VSCHED_API int vsched_timer_service_run(struct vsched_timer_service *s);
 /** Make run() return. Any thread. @return 0 or VSCHED_EINVAL. */
 VSCHED_API int vsched_timer_service_stop(struct vsched_timer_service *s);

@@ -144,8 +144,8 @@ VSCHED_API void *vsched_vm_user(const struct vsched_vm *vm);
 
 /**
  * Now, in the VM's clock (its `now_ns` host callback; CLOCK_MONOTONIC by
- * default): the clock every deadline of this VM is in. 0 for a NULL vm.
- * Context: any thread.
+ * default): the clock every deadline of this VM is in.
+ * @return the time in ns, or 0 for a NULL vm. Context: any thread.
  */
 VSCHED_API uint64_t vsched_now_ns(const struct vsched_vm *vm);
 
