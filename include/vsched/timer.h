@@ -278,7 +278,8 @@ VSCHED_API int vsched_timer_service_stop(struct vsched_timer_service *s);
  * Destroy (after run() returned; before vsched_vm_destroy(), which
  * otherwise does it). Waits for an RCU grace period.
  * @return 0 or VSCHED_EINVAL. Context: not from an arm's caller holding an
- * RCU read lock of liburcu-bp.
+ * RCU read lock of liburcu-bp. Syscalls: the grace period's (liburcu-bp's
+ * synchronize_rcu: membarrier, futex, sched_yield), close on its fds.
  */
 VSCHED_API int vsched_timer_service_destroy(struct vsched_timer_service *s);
 

@@ -136,6 +136,8 @@ VSCHED_API int vsched_vm_create(const struct vsched_vm_config *cfg,
  * Undelivered payloads go to the `payload_drop` callback.
  * Context: any thread, once no other thread is inside any vsched call on this
  * VM or its vCPUs. @return 0 or VSCHED_EINVAL.
+ * Syscalls: close on the vCPUs' fds; with a timer service still attached,
+ * those of vsched_timer_service_destroy().
  */
 VSCHED_API int vsched_vm_destroy(struct vsched_vm *vm);
 
