@@ -31,6 +31,17 @@ static inline void vsched__trace_post(struct vsched_vcpu *v, unsigned kind);
 #define VSCHED__LIKELY(x) __builtin_expect(!!(x), 1)
 #define VSCHED__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* A request flag's rules, in one place: every flag a kind may declare is
+ * either one the inline post handles (NO_WAKEUP: the kick decision reads
+ * it) or one that sends every post of the kind to the library (WAIT waits
+ * for an acknowledgement, PAYLOAD queues a node): vsched__post_rank_of().
+ * A new flag goes into exactly one of the two, or the assert fails. */
+#define VSCHED__REQ_INLINE_FLAGS VSCHED_REQ_NO_WAKEUP
+#define VSCHED__REQ_SLOW_FLAGS (VSCHED_REQ_WAIT | VSCHED_REQ_PAYLOAD)
+#define VSCHED__REQ_FLAGS (VSCHED__REQ_INLINE_FLAGS | VSCHED__REQ_SLOW_FLAGS)
+_Static_assert(!(VSCHED__REQ_INLINE_FLAGS & VSCHED__REQ_SLOW_FLAGS),
+	       "a request flag is either inline or slow");
+
 /* One declared kind. After finalisation, the table is indexed by rank (the
  * service order) and a pending word's bit r is the kind of rank r. */
 struct vsched__kind {
@@ -289,6 +300,10 @@ void vsched__poll_read(struct vsched_vm *vm, struct vsched__poll_cfg *out);
 /* Check and copy a caller's parameters (lib/abi.h rule). */
 bool vsched__poll_params_ok(const struct vsched_poll_params *p,
 			    struct vsched_poll_params *n);
+
+/* The rank an inline post of `kind` sets, or -1 when its posts must call
+ * the library (undeclared, or a slow flag; lib/request.c). */
+int8_t vsched__post_rank_of(const struct vsched__table *t, unsigned kind);
 
 /* Hand every queued payload of the vCPU to the payload_drop callback. */
 void vsched__drain_payloads(struct vsched_vcpu *v);

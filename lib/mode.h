@@ -160,6 +160,8 @@ static inline void vsched__callout_end(struct vsched__sleeper *s)
  * event's (`wakeups` is then unused); a generic waiter's (v NULL) wakeup in
  * `wakeups`. VSCHED_REQ_NO_WAKEUP in `flags`: never wake a sleeper. */
 #define VSCHED__KD_POST 0x80000000u
+_Static_assert(!(VSCHED__REQ_FLAGS & VSCHED__KD_POST),
+	       "VSCHED__KD_POST shares the flags word with the request flags");
 int vsched__kick_decide(struct vsched_vcpu *v, struct vsched__sleeper *s,
 			_Atomic uint64_t *wakeups, uint32_t m, unsigned flags);
 

@@ -3,8 +3,6 @@
 
 #include "mode.h"
 
-#define KNOWN_REQ_FLAGS \
-	(VSCHED_REQ_NO_WAKEUP | VSCHED_REQ_WAIT | VSCHED_REQ_PAYLOAD)
 
 int vsched_request_declare(struct vsched_vm *vm, unsigned kind,
 			   const struct vsched_request_desc *d)
@@ -13,7 +11,7 @@ int vsched_request_declare(struct vsched_vm *vm, unsigned kind,
 	struct vsched__kind *k;
 	int rc = 0;
 
-	if (!vm || !d || !d->name || !d->name[0] || (d->flags & ~KNOWN_REQ_FLAGS))
+	if (!vm || !d || !d->name || !d->name[0] || (d->flags & ~VSCHED__REQ_FLAGS))
 		return VSCHED_EINVAL;
 	if ((d->flags & VSCHED_REQ_PAYLOAD) && !d->handler)
 		return VSCHED_EINVAL;
@@ -182,6 +180,16 @@ const char *vsched_request_name(const struct vsched_vm *vm, unsigned kind)
 	return vm->table.by_kind[kind].name;
 }
 
+int8_t vsched__post_rank_of(const struct vsched__table *t, unsigned kind)
+{
+	int r = t->rank_of[kind];
+
+	if (!((t->declared >> kind) & 1) ||
+	    (t->by_rank[r].flags & VSCHED__REQ_SLOW_FLAGS))
+		return -1;
+	return (int8_t)r;
+}
+
 /* Set the bit of rank r, barrier, read the mode, decide. *seen gets the mode
  * word the decision was made on. */
 static inline __attribute__((always_inline)) int
@@ -204,12 +212,8 @@ post_rank(struct vsched_vcpu *v, unsigned r, unsigned flags,
 		VSCHED__TSAN_RELEASE(n);
 		cds_wfcq_enqueue(&q->head, &q->tail, n);
 	}
-	/* Dekker, poster side: set the bit, full barrier, read the mode.
-	 * Pairs with vsched_vcpu_enter() and vsched_vcpu_block(). Release:
-	 * the handler sees what the poster wrote before this. */
-	old = atomic_fetch_or_explicit(&v->pending, bit, memory_order_seq_cst);
-	vsched__mb_after_rmw();
-	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
+	/* Dekker, poster side: the inline post's own sequence. */
+	old = vsched__post_bit(vsched__hot(v), bit, &m);
 	VSCHED__TRACE2(post, v->id, v->vm->table.by_rank[r].kind);
 	if (old & bit)
 		vsched__count_shared(&v->ps.coalesced[r]);

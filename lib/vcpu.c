@@ -39,13 +39,8 @@ int vsched_vcpu_create(struct vsched_vm *vm, unsigned id, void *user,
 	for (unsigned i = 0; i < vm->table.npayload; i++)
 		__cds_wfcq_init(&v->queues[i].head, &v->queues[i].tail);
 	atomic_init(&v->mode, VSCHED_MODE_OUTSIDE_GUEST);
-	for (unsigned k = 0; k < VSCHED_MAX_KINDS; k++) {
-		const struct vsched__table *t = &vm->table;
-		int r = t->rank_of[k];
-		bool inl = ((t->declared >> k) & 1) &&
-			   !(t->by_rank[r].flags & (VSCHED_REQ_WAIT | VSCHED_REQ_PAYLOAD));
-		atomic_init(&v->post_rank[k], (int8_t)(inl ? r : -1));
-	}
+	for (unsigned k = 0; k < VSCHED_MAX_KINDS; k++)
+		atomic_init(&v->post_rank[k], vsched__post_rank_of(&vm->table, k));
 	vsched__sleeper_init(&v->sl, vm, &v->mode);
 	atomic_compare_exchange_strong_explicit(&vm->vcpus[id], &expected, v,
 						memory_order_release,

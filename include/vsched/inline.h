@@ -138,6 +138,20 @@ static inline struct vsched_vcpu_hot *vsched__hot(struct vsched_vcpu *v)
 	return (struct vsched_vcpu_hot *)(void *)v;
 }
 
+/* protocol.md "The Dekker pair", poster side, its one implementation (the
+ * inline post and the library's slow post both call it): set `bit` in the
+ * pending word (release: the handler sees what the poster wrote before),
+ * full barrier, read the mode word into *m. Pairs with vsched_vcpu_enter()
+ * and vsched_vcpu_block(). Returns the bit's old value. */
+static inline uint64_t vsched__post_bit(struct vsched_vcpu_hot *h, uint64_t bit,
+					uint32_t *m)
+{
+	uint64_t old = __atomic_fetch_or(&h->pending, bit, __ATOMIC_SEQ_CST) & bit;
+	VSCHED__INLINE_MB_AFTER_RMW(&h->pending);
+	*m = __atomic_load_n(&h->mode, __ATOMIC_RELAXED);
+	return old;
+}
+
 /* vsched_post(), v non-NULL. protocol.md "The Dekker pair", poster side. */
 static inline int vsched__post_fast(struct vsched_vcpu *v, unsigned kind)
 {
@@ -151,13 +165,8 @@ static inline int vsched__post_fast(struct vsched_vcpu *v, unsigned kind)
 	r = (unsigned char)__atomic_load_n(&h->post_rank[kind], __ATOMIC_RELAXED);
 	if (VSCHED__INLINE_UNLIKELY(r & 0x80u)) /* -1: the slow path */
 		return vsched__post_slow(v, kind);
-	/* Set the bit, full barrier, read the mode. Pairs with
-	 * vsched_vcpu_enter() and vsched_vcpu_block(). Release: the handler
-	 * sees what the poster wrote before this. */
 	bit = (uint64_t)1 << r;
-	old = __atomic_fetch_or(&h->pending, bit, __ATOMIC_SEQ_CST) & bit;
-	VSCHED__INLINE_MB_AFTER_RMW(&h->pending);
-	m = __atomic_load_n(&h->mode, __ATOMIC_RELAXED);
+	old = vsched__post_bit(h, bit, &m);
 	VSCHED__INLINE_POST_HOOK(v, kind);
 	if (VSCHED__INLINE_UNLIKELY(old))
 		return vsched__post_finish(v, kind, m, 1);
