@@ -20,6 +20,9 @@
  * run `fuzz_state crash-<hash>` or `fuzz_state_run crash-<hash>` again:
  * the calls are the same, the interleaving varies).
  * Environment: FUZZ_STATE_NO_MISUSE=1 runs the contract calls only;
+ * FUZZ_STATE_MISUSE=close_reg,dead_calls makes only those misuse calls
+ * (names: destroy fd_add fd_del wfd_add dead_calls close_reg);
+ * FUZZ_STATE_LATE=0..3 overrides the input's late-wake mode;
  * FUZZ_STATE_IGNORE=E5,M5,<text> counts failures with those tags, or whose
  * message contains <text>, instead of failing on them (to hunt past a known
  * finding; CI sets neither).
@@ -73,19 +76,21 @@
  *      teardown posts a stop request to every vCPU and kicks the waiter).
  *
  * Misuse (only when the input's misuse bit is set, and the environment has
- * no FUZZ_STATE_NO_MISUSE; each one requires a
- * refusal or correct behaviour, never a hang, crash or resurrection; the
- * target's owner is held out of its next call until the misuse call has
- * returned, so only the documented conflict is exercised):
- *  M1  vsched_vcpu_destroy() by another thread while the owner is inside
- *      vsched_vcpu_block(): refused (< 0), or it succeeds and then E4
- *      (the destroyed sleeper must return) and E6 hold.
- *  M2  vsched_vcpu_fd_add() by another thread while the owner is inside
- *      block: refused, or accepted and every later wakeup still arrives
- *      (E4).
+ * no FUZZ_STATE_NO_MISUSE; each one requires a refusal or correct
+ * behaviour, never a hang, crash or resurrection). M1-M4 are made while
+ * the owner sleeps: a vCPU seen in mode BLOCKED inside vsched_vcpu_block(),
+ * a waiter's consumer seen sleeping in the kernel inside
+ * vsched_waiter_wait(); the owner is held out of its next call until the
+ * misuse call has returned, so only that documented conflict is exercised
+ * (the sleeper may still wake between the look and the call):
+ *  M1  vsched_vcpu_destroy() by another thread: refused (< 0), or it
+ *      succeeds and then E4 (the destroyed sleeper must return) and E6
+ *      (it stays DESTROYED) hold.
+ *  M2  vsched_vcpu_fd_add() by another thread: refused, or accepted and
+ *      every later wakeup still arrives (E4).
  *  M3  vsched_vcpu_fd_del() of that foreign fd, likewise.
- *  M4  vsched_waiter_fd_add() by a thread other than the consumer while it
- *      waits: refused, or kicks still wake it (E4).
+ *  M4  vsched_waiter_fd_add() by a thread other than the consumer:
+ *      refused, or kicks still wake it (E4).
  *  M5  on a destroyed vCPU: fd_add, fd_del and set_poll are refused.
  *  M6  the owner closes a registered fd without fd_del: the fd number,
  *      reused and added again, is one registration (E8's fd_checks rule
@@ -1082,11 +1087,15 @@ static void op_misuse(struct worker *wk, struct obj *o, unsigned oi, unsigned op
 	uint64_t give_up = now_ns() + 5000000;
 	if (pthread_mutex_trylock(&o->misuse_lock))
 		return;
-	/* Wait (up to 5 ms) for the owner to be inside its call; hold it
-	 * there (the gate) from the moment we saw it inside. */
+	/* Wait (up to 5 ms) for the owner to be asleep inside its call (a
+	 * vCPU: mode BLOCKED; a waiter: its thread sleeping in the kernel);
+	 * hold it out of its next call (the gate) from the moment we saw it. */
 	for (;;) {
 		atomic_fetch_add(&o->gate, 1);
-		if (atomic_load(&o->in_call) && (o->is_waiter || !atomic_load(&o->dead)))
+		if (atomic_load(&o->in_call) &&
+		    (o->is_waiter ? thread_sleeping(atomic_load(&o->tid))
+				  : !atomic_load(&o->dead) &&
+					    vsched_vcpu_mode(o->v) == VSCHED_MODE_BLOCKED))
 			break;
 		atomic_fetch_sub(&o->gate, 1);
 		if (now_ns() > give_up || atomic_load(&stopping)) {
@@ -1094,11 +1103,6 @@ static void op_misuse(struct worker *wk, struct obj *o, unsigned oi, unsigned op
 			return;
 		}
 		struct timespec ts = { 0, 50000 };
-		nanosleep(&ts, NULL);
-	}
-	/* let the owner get into its sleep, sometimes */
-	if (b & 1) {
-		struct timespec ts = { 0, (long)(b & 0x70) * 20000 };
 		nanosleep(&ts, NULL);
 	}
 	switch (op) {
@@ -1383,6 +1387,23 @@ static bool no_nodes_in_flight(void)
 	return true;
 }
 
+/* FUZZ_STATE_MISUSE=destroy,fd_add,fd_del,wfd_add,dead_calls,close_reg: the
+ * misuse calls to make (default all), to hunt past a known finding. */
+static bool misuse_allowed(unsigned op)
+{
+	static const char *const name[] = { "destroy", "fd_add", "fd_del", "wfd_add",
+					    "dead_calls", "close_reg" };
+	const char *env = getenv("FUZZ_STATE_MISUSE");
+	const char *p;
+	size_t l;
+
+	if (!env)
+		return true;
+	p = strstr(env, name[op - FIRST_MISUSE]);
+	l = strlen(name[op - FIRST_MISUSE]);
+	return p && (p == env || p[-1] == ',') && (!p[l] || p[l] == ',');
+}
+
 static void run_input(const uint8_t *data, size_t size)
 {
 	struct input in = { data, size, 0 };
@@ -1412,7 +1433,8 @@ static void run_input(const uint8_t *data, size_t size)
 	nvcpus = 1 + h1 % (nthreads < MAX_VCPUS ? nthreads : MAX_VCPUS);
 	have_waiter = (h1 >> 4) & 1;
 	misuse = (h3 & 1) && !getenv("FUZZ_STATE_NO_MISUSE");
-	late_mode = (h3 >> 1) & 3;
+	late_mode = getenv("FUZZ_STATE_LATE") ? (unsigned)atoi(getenv("FUZZ_STATE_LATE")) & 3
+					      : (h3 >> 1) & 3;
 	hooks = (h3 >> 3) & 1;
 	deadline_bias = (h3 >> 4) & 7;
 	poll_params(h2, &pp);
@@ -1487,7 +1509,7 @@ static void run_input(const uint8_t *data, size_t size)
 		op &= 31;
 		if (op >= NOPS)
 			op = OP_POST + op % 4;
-		if (op >= FIRST_MISUSE && !misuse)
+		if (op >= FIRST_MISUSE && (!misuse || !misuse_allowed(op)))
 			op = OP_BLOCK;
 		struct worker *wk = &workers[t];
 		if (wk->nops < MAX_OPS) {

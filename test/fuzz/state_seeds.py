@@ -25,8 +25,7 @@ def op(t, name, a=0, b=0):
     return bytes([t, o | (a & 7) << 5, (b & 0x1f) | ((a >> 3) & 7) << 5])
 
 # deadline index (bias 0): 0 now, 1 100us, 2 1ms, 3 5ms, 4 20ms, 5 60ms,
-# 6 200ms, 7 none. Misuse ops: b bit 0 = sleep (b & 0x70) x 20 us first
-# (only b's low 5 bits are free here: 0x11 -> 320 us).
+# 6 200ms, 7 none. Misuse ops wait (up to 5 ms) for the owner to sleep.
 seeds = {}
 
 # bug 2: fd_add by another thread while the vCPU sleeps on its futex; the
