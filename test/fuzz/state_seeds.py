@@ -41,6 +41,11 @@ seeds["bug3_destroy_blocked_none"] = header(misuse=True) + op(0, "block", b=7) +
     op(1, "m_destroy", b=0x11) * 3 + op(1, "post")
 seeds["bug3_destroy_blocked_200ms"] = header(misuse=True) + op(0, "block", b=6) * 2 + \
     op(1, "m_destroy", b=0x11) * 3 + op(1, "post")
+# bug 3 with an fd: the sleeper is in epoll_pwait; destroy closes its
+# timerfd and eventfd, so even a 200 ms deadline never ends the sleep
+seeds["bug3_destroy_blocked_epoll"] = header(misuse=True) + op(0, "fd_open", b=0) + \
+    op(0, "fd_add", b=0) + op(0, "block", b=6) + op(1, "m_destroy", b=0x11) * 3 + \
+    op(1, "post")
 # bug 1: late (3 ms) futex wakes land in the next, long, sleep.
 seeds["bug1_late_wake_spin"] = header(late=3) + \
     (op(0, "block", b=2) + op(0, "run") + op(0, "block", b=6) + op(0, "run")) * 8 + \
@@ -52,6 +57,11 @@ seeds["fd_reuse_two_slots"] = header(misuse=True) + op(0, "fd_open", b=0) + \
 # calls on a destroyed vCPU
 seeds["dead_vcpu_calls"] = header(misuse=True) + op(0, "destroy", b=0) + \
     op(0, "m_dead_calls") + op(1, "post") + op(1, "kick")
+# contract only: a guest timer due after its vCPU was destroyed; a fire
+# on the destroyed vCPU says it posted it (the post was refused)
+seeds["destroyed_fire_timers"] = header(waiter=True, timers=1) + \
+    op(1, "timer_arm", a=0, b=4) + op(0, "block", b=2) + op(0, "destroy", b=0) + \
+    op(1, "wait", b=3) + op(1, "fire", a=0)
 # contract only: a waiter with hooks and fds, timers, payloads, 4 threads
 seeds["contract_waiter_fds"] = header(threads=3, vcpus=2, waiter=True, hooks=True,
                                       policy=3, maxi=3) + \
