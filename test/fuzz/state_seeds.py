@@ -62,6 +62,10 @@ seeds["dead_vcpu_calls"] = header(misuse=True) + op(0, "destroy", b=0) + \
 seeds["destroyed_fire_timers"] = header(waiter=True, timers=1) + \
     op(1, "timer_arm", a=0, b=4) + op(0, "block", b=2) + op(0, "destroy", b=0) + \
     op(1, "wait", b=3) + op(1, "fire", a=0)
+# contract only: set_poll from another thread while the owner destroys its
+# vCPU (TSan: sleeper_fini's relaxed exchange of own_poll, then free)
+seeds["race_set_poll_vs_destroy"] = header() + op(0, "destroy", b=0) + \
+    op(1, "set_poll", a=0, b=0) + op(1, "set_poll", a=0, b=1)
 # contract only: a waiter with hooks and fds, timers, payloads, 4 threads
 seeds["contract_waiter_fds"] = header(threads=3, vcpus=2, waiter=True, hooks=True,
                                       policy=3, maxi=3) + \
