@@ -46,6 +46,11 @@ seeds["bug3_destroy_blocked_200ms"] = header(misuse=True) + op(0, "block", b=6) 
 seeds["bug3_destroy_blocked_epoll"] = header(misuse=True) + op(0, "fd_open", b=0) + \
     op(0, "fd_add", b=0) + op(0, "block", b=6) + op(1, "m_destroy", b=0x11) * 3 + \
     op(1, "post")
+# ...and when a registered fd becomes ready after that destroy, the sleeper
+# wakes and reads the event array destroy freed (ASan: heap-use-after-free)
+seeds["bug3_destroy_blocked_epoll_fd_ready"] = header(misuse=True) + \
+    op(0, "fd_open", b=0) + op(0, "fd_add", b=0) + op(0, "block", b=7) + \
+    op(1, "m_destroy", b=0x11) * 3 + op(1, "fd_write", a=0, b=0)
 # bug 1: late (3 ms) futex wakes land in the next, long, sleep.
 seeds["bug1_late_wake_spin"] = header(late=3) + \
     (op(0, "block", b=2) + op(0, "run") + op(0, "block", b=6) + op(0, "run")) * 8 + \
