@@ -96,11 +96,17 @@
  *      reused and added again, is one registration (E8's fd_checks rule
  *      once it is deleted again), and nothing leaks (E7).
  *
- * Known bugs this finds on the code of issue 22 (see the commit notes):
- * bug 1 (futex sleep spins after a spurious wake: E5, with the late-wake
- * host callback), bug 2 (fd_add while the vCPU sleeps: E4 / TSan),
- * bug 3 (destroy of a BLOCKED vCPU: E4/E6), the fd reuse two-slot drift
- * (M6/E8) and set_poll/fd_add on a destroyed vCPU (M5).
+ * What it finds on the code of issue 22 (seeds in corpus_state/, written
+ * by state_seeds.py): bug 1, the futex sleep that spins after a spurious
+ * wake (E5, with the late-wake `wake` callback: contract calls only);
+ * bug 2, fd_add while the vCPU or waiter sleeps (E4; TSan: the fd count
+ * raced); bug 3, destroy of a BLOCKED vCPU (E6 resurrection; E4 when
+ * nothing ends the sleep, always when it sleeps in epoll; ASan
+ * heap-use-after-free when a registered fd fires after); the fd reuse
+ * drift (M6/E8); set_poll/fd_add/fd_del on a destroyed vCPU (M5);
+ * vsched_vcpu_fire_timers() on a destroyed vCPU reporting an expiry it
+ * could not post (E6); set_poll from another thread racing the owner's
+ * destroy (TSan: sleeper_fini's relaxed exchange of own_poll).
  */
 #define _GNU_SOURCE
 #include <errno.h>
