@@ -1,0 +1,1730 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stateful, multi-threaded API fuzzer (issue 22). One input is a VM with
+ * 1-3 vCPUs, an optional generic waiter, 0-2 guest timers per vCPU, and a
+ * script per thread (2-4 threads) of public-API calls: posts, payload
+ * posts, broadcasts, kicks, blocks and waits (short deadlines, some long
+ * or none), service + guest entry/exit, fd_add/fd_del/close/write on real
+ * pipes and eventfds, timer arm/disarm/set_ctl/fire, set_poll, destroy.
+ * The threads run their scripts concurrently against real futexes, epoll
+ * and the real clock; a watchdog thread and a reference model check the
+ * expectations below as the calls run, and again after teardown.
+ *
+ * Built two ways: with libFuzzer (clang, -fsanitize=fuzzer, target
+ * fuzz_state, and fuzz_state_tsan under ThreadSanitizer) and as a plain
+ * program (target fuzz_state_run, any compiler):
+ *   fuzz_state_run [-t seconds] [-s seed] [input files...]
+ * runs the given inputs, then random inputs from the seed until the time
+ * is up. A failure prints the decoded script, the merged per-thread call
+ * log and the expectation broken, then aborts (libFuzzer saves the input;
+ * run `fuzz_state crash-<hash>` or `fuzz_state_run crash-<hash>` again:
+ * the calls are the same, the interleaving varies).
+ * Environment: FUZZ_STATE_NO_MISUSE=1 runs the contract calls only;
+ * FUZZ_STATE_MISUSE=close_reg,dead_calls makes only those misuse calls
+ * (names: destroy fd_add fd_del wfd_add dead_calls close_reg);
+ * FUZZ_STATE_LATE=0..3 overrides the input's late-wake mode;
+ * FUZZ_STATE_IGNORE=E5,M5,<text> counts failures with those tags, or whose
+ * message contains <text>, instead of failing on them (to hunt past a known
+ * finding; CI sets neither).
+ *
+ * EXPECTATIONS (each failure message names one as [E<n>])
+ *
+ * Contract (calls made as the headers allow: vCPU-thread calls only from
+ * the vCPU's owner thread, fd_add/fd_del on a vCPU by its owner, timer
+ * writes by one writer thread per vCPU, waiter wait/fd_add by its
+ * consumer, vCPU destroy by its owner once it stopped using it):
+ *  E1  every call returns 0, a positive result or a negative code that
+ *      vsched_strerror() knows; a block/wait on a live object returns a
+ *      wake reason (> 0).
+ *  E2  every accepted post is serviced: after teardown, a live vCPU has no
+ *      request pending once its thread serviced it, and for each plain kind
+ *      the library's posted count (serviced + coalesced + pending, over
+ *      all vCPUs) equals the posts that returned 0 (broadcast: its count);
+ *      each handler call matches one counted service.
+ *  E3  every accepted payload is handed over exactly once: to the handler
+ *      or, for a destroyed vCPU, to payload_drop (that is what the API
+ *      reports at destroy; plain requests pending at destroy are dropped
+ *      silently); a refused payload post never reaches either.
+ *  E4  no sleeper stays asleep with a reason to run: a vCPU thread or
+ *      waiter consumer inside block/wait whose thread the kernel reports
+ *      sleeping ('S'/'D' in /proc/self/task/<tid>/stat), for 1.5 s of
+ *      sampled time in all, while it has a waking request pending, a
+ *      registered fd readable, a guest timer past due, a waiter condition
+ *      true, or was destroyed. Time where a waker is inside its call, or
+ *      the thread is runnable but starved, does not count.
+ *  E5  a sleep burns no CPU: a block/wait that lasted >= 50 ms of wall
+ *      time used at most max(20 ms, wall / 8) of its thread's CPU time (a
+ *      spinning thread on a loaded machine gets a share of a CPU, not all
+ *      of it; a sleep with many wakeups uses well under 20 ms).
+ *  E6  destroyed objects refuse: after vsched_vcpu_destroy() returned 0,
+ *      post, payload post, kick, block, enter, exit, timer arm/create and a
+ *      second destroy return VSCHED_ESHUTDOWN; service runs no handler; the
+ *      mode stays DESTROYED (checked by the watchdog on every tick and
+ *      after each call): never resurrected.
+ *  E7  no fd is leaked: /proc/self/fd has as many epoll, eventfd and
+ *      timerfd entries after the input (VM, waiter and the harness's own fds
+ *      closed) as before it (only those: a sanitizer's symbolizer pipes
+ *      come and go on their own).
+ *  E8  fd bookkeeping: fd_add of a registered fd says VSCHED_EEXIST,
+ *      fd_del of a registered fd succeeds; a WAKE_FD result names only
+ *      tags of live registrations (or one deleted during that call); a
+ *      check-once block (deadline 0) on a vCPU with no registered fd makes
+ *      no fd check (result.fd_checks == 0).
+ *  E9  handlers run outside guest mode on a live vCPU; the waiter's
+ *      before_sleep/after_sleep hooks alternate.
+ *  E10 no input hangs: every thread finishes within 30 s (after the
+ *      teardown posts a stop request to every vCPU and kicks the waiter).
+ *
+ * Misuse (only when the input's misuse bit is set, and the environment has
+ * no FUZZ_STATE_NO_MISUSE; each one requires a refusal or correct
+ * behaviour, never a hang, crash or resurrection). M1-M4 are made while
+ * the owner sleeps: a vCPU seen in mode BLOCKED inside vsched_vcpu_block(),
+ * a waiter's consumer seen sleeping in the kernel inside
+ * vsched_waiter_wait(); the owner is held out of its next call until the
+ * misuse call has returned, so only that documented conflict is exercised
+ * (the sleeper may still wake between the look and the call):
+ *  M1  vsched_vcpu_destroy() by another thread: refused (< 0), or it
+ *      succeeds and then E4 (the destroyed sleeper must return) and E6
+ *      (it stays DESTROYED) hold.
+ *  M2  vsched_vcpu_fd_add() by another thread: refused, or accepted and
+ *      every later wakeup still arrives (E4).
+ *  M3  vsched_vcpu_fd_del() of that foreign fd, likewise.
+ *  M4  vsched_waiter_fd_add() by a thread other than the consumer:
+ *      refused, or kicks still wake it (E4).
+ *  M5  on a destroyed vCPU: fd_add, fd_del and set_poll are refused.
+ *  M6  the owner closes a registered fd without fd_del: the fd number,
+ *      reused and added again, is one registration (E8's fd_checks rule
+ *      once it is deleted again), and nothing leaks (E7).
+ *
+ * What it finds on the code of issue 22 (seeds in corpus_state/, written
+ * by state_seeds.py): bug 1, the futex sleep that spins after a spurious
+ * wake (E5, with the late-wake `wake` callback: contract calls only);
+ * bug 2, fd_add while the vCPU or waiter sleeps (E4; TSan: the fd count
+ * raced); bug 3, destroy of a BLOCKED vCPU (E6 resurrection; E4 when
+ * nothing ends the sleep, always when it sleeps in epoll; ASan
+ * heap-use-after-free when a registered fd fires after); the fd reuse
+ * drift (M6/E8); set_poll/fd_add/fd_del on a destroyed vCPU (M5);
+ * vsched_vcpu_fire_timers() on a destroyed vCPU reporting an expiry it
+ * could not post (E6); set_poll from another thread racing the owner's
+ * destroy (TSan: sleeper_fini's relaxed exchange of own_poll).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <linux/futex.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <vsched/vsched.h>
+
+#define MAX_THREADS 4
+#define MAX_VCPUS 3
+#define MAX_TIMERS 2
+#define MAX_FDS 4
+#define MAX_OPS 48       /* per thread */
+#define NODES 16         /* payload nodes per thread */
+#define LOG_N 256        /* call log entries per thread */
+#define SLEEP_BOUND_NS 1500000000ull
+#define HANG_NS 30000000000ull
+
+/* Request kinds: three plain, one payload, the two timers' (one timer per
+ * kind per vCPU), the teardown's. */
+enum { K_A, K_B, K_NOWAKE, K_PAY, K_TIMER, K_TIMER2, K_STOP, NKINDS };
+
+enum op {
+	OP_POST, OP_PAYLOAD, OP_BROADCAST, OP_KICK, OP_BLOCK, OP_RUN,
+	OP_WAIT, OP_WKICK, OP_FD_OPEN, OP_FD_ADD, OP_FD_DEL, OP_FD_CLOSE,
+	OP_FD_WRITE, OP_TIMER_ARM, OP_TIMER_CTL, OP_SET_POLL, OP_DESTROY,
+	OP_FIRE, OP_CHECK_ONCE,
+	/* misuse */
+	OP_M_DESTROY, OP_M_FD_ADD, OP_M_FD_DEL, OP_M_WFD_ADD, OP_M_DEAD_CALLS,
+	OP_M_CLOSE_REG,
+	NOPS
+};
+#define FIRST_MISUSE OP_M_DESTROY
+
+static const char *const op_name[NOPS] = {
+	"post", "post_payload", "broadcast", "kick", "block", "service+enter+exit",
+	"waiter_wait", "waiter_kick", "fd_open", "fd_add", "fd_del", "fd_close",
+	"fd_write", "timer_arm", "timer_set_ctl", "set_poll", "destroy(own)",
+	"fire_timers", "block(check-once)",
+	"MISUSE destroy(foreign, owner in block)",
+	"MISUSE fd_add(foreign, owner in block)",
+	"MISUSE fd_del(foreign, owner in block)",
+	"MISUSE waiter_fd_add(foreign, consumer in wait)",
+	"MISUSE calls on destroyed vCPU", "MISUSE close registered fd",
+};
+
+struct script_op {
+	uint8_t op, a, b;
+};
+
+struct fslot {
+	int fd, wfd;   /* read (registered) end; write end (pipe) or fd */
+	int type;      /* 0 empty, 1 pipe, 2 eventfd */
+	int reg;       /* 0 no, 1 registered, 2 closed while registered */
+	uint64_t tag;
+};
+
+/* A vCPU or the waiter, with its owner thread's model. */
+struct obj {
+	bool is_waiter;
+	struct vsched_vcpu *v;
+	struct vsched_waiter *w;
+	int owner;                 /* owner (consumer) thread */
+	int writer;                /* timer writer thread */
+	struct vsched_timer *timers[MAX_TIMERS];
+	unsigned ntimers;
+	bool level[MAX_TIMERS];
+	_Atomic int dead;          /* 1: destroy returned 0 */
+	_Atomic int dying;         /* a destroy call has begun */
+	_Atomic int dead_by_misuse;
+	_Atomic int in_call;       /* owner inside block/wait */
+	_Atomic int gate;          /* misuse call in flight: owner holds */
+	_Atomic int waking;        /* posters/kickers inside their call */
+	_Atomic int tid;
+	_Atomic uint64_t asleep_ns;
+	_Atomic uint64_t del_during_call_tag;
+	pthread_mutex_t misuse_lock;
+	pthread_mutex_t fdlock;    /* the fd slots below */
+	struct fslot fds[MAX_FDS];
+	int foreign_fd;            /* registered by M2 (an eventfd of main's) */
+	uint64_t foreign_tag;
+	int foreign_reg;           /* 1 while registered */
+	/* waiter condition */
+	_Atomic uint64_t tokens, consumed;
+	_Atomic int hook_armed;
+	/* handler counts (vCPU) */
+	_Atomic uint64_t handled[NKINDS];
+};
+
+struct payload_node {
+	struct vsched_payload p;
+	_Atomic int state; /* 0 ours, 1 vsched's, 2 delivered or dropped */
+};
+
+struct log_ent {
+	uint64_t t;
+	uint8_t op, a, b;
+	int rc;
+};
+
+struct worker {
+	int idx;
+	pthread_t th;
+	struct script_op ops[MAX_OPS];
+	unsigned nops;
+	_Atomic int done;
+	_Atomic int in_sleep; /* inside a block/wait (for the teardown) */
+	struct payload_node nodes[NODES];
+	struct log_ent log[LOG_N];
+	_Atomic unsigned nlog;
+	_Atomic int cur_op;
+};
+
+/* ---- the input's world ---- */
+static struct vsched_vm *vm;
+static unsigned nthreads, nvcpus;
+static bool have_waiter, misuse, hooks;
+static unsigned late_mode, deadline_bias;
+static struct obj objs[MAX_VCPUS + 1];
+static unsigned nobjs;
+static struct worker workers[MAX_THREADS];
+static _Atomic int stopping, failed, watchdog_stop;
+static _Atomic uint64_t accepted[NKINDS];
+static _Atomic uint64_t tag_seq;
+static uint64_t input_t0;
+static char script_text[8192];
+static int misuse_fd = -1; /* an eventfd used by M2 */
+static int misuse_wfd = -1; /* an eventfd used by M4 */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- failure report ---- */
+struct log_row {
+	struct log_ent e;
+	int thread;
+};
+
+static int log_cmp(const void *a, const void *b)
+{
+	const struct log_row *x = a, *y = b;
+	return x->e.t < y->e.t ? -1 : x->e.t > y->e.t;
+}
+
+static void dump(void)
+{
+	static struct log_row all[MAX_THREADS * LOG_N];
+	unsigned n = 0;
+
+	fprintf(stderr, "---- input ----\n%s", script_text);
+	for (unsigned i = 0; i < nthreads; i++) {
+		unsigned k = atomic_load(&workers[i].nlog);
+		int c = atomic_load(&workers[i].cur_op);
+		for (unsigned j = 0; j < k && j < LOG_N; j++)
+			all[n++] = (struct log_row){ workers[i].log[j], (int)i };
+		fprintf(stderr, "thread %u: %s, in op %s%s\n", i,
+			atomic_load(&workers[i].done) ? "done" : "running",
+			c >= 0 && c < NOPS ? op_name[c] : "-",
+			atomic_load(&workers[i].in_sleep) ? " (inside block/wait)" : "");
+	}
+	qsort(all, n, sizeof(all[0]), log_cmp);
+	fprintf(stderr, "---- calls that returned, in time order (us since start) ----\n");
+	for (unsigned i = 0; i < n; i++)
+		fprintf(stderr, "%10.1f T%d %-46s a=%u b=%u -> %d (%s)\n",
+			(double)(all[i].e.t - input_t0) / 1e3, all[i].thread,
+			op_name[all[i].e.op], all[i].e.a, all[i].e.b, all[i].e.rc,
+			all[i].e.rc < 0 ? vsched_strerror(all[i].e.rc) : "ok");
+}
+
+/* String compares of our own: libFuzzer's strcmp/strstr hooks record
+ * their arguments in its tables without a lock, which TSan reports when
+ * the fuzzer's threads call them. */
+static bool str_eq(const char *a, const char *b)
+{
+	while (*a && *a == *b)
+		a++, b++;
+	return *a == *b;
+}
+
+static const char *str_find(const char *h, const char *n)
+{
+	for (; *h; h++) {
+		size_t i = 0;
+		while (n[i] && h[i] == n[i])
+			i++;
+		if (!n[i])
+			return h;
+	}
+	return NULL;
+}
+
+/* FUZZ_STATE_IGNORE="E5,M5,fire_timers on destroyed": failures to count
+ * instead of failing on (for hunting past a known finding; never in CI). */
+static _Atomic unsigned ignored_hits;
+
+static void report_ignored(void)
+{
+	if (atomic_load(&ignored_hits))
+		fprintf(stderr, "fuzz_state: %u failure(s) ignored (FUZZ_STATE_IGNORE)\n",
+			atomic_load(&ignored_hits));
+}
+
+/* A token of FUZZ_STATE_IGNORE matches a message with the tag [token], or
+ * (longer than 4 characters) a message that contains it. */
+static bool ignored(const char *msg)
+{
+	const char *env = getenv("FUZZ_STATE_IGNORE");
+	static _Atomic int registered;
+	char tok[128], tag[132];
+
+	while (env && *env) {
+		size_t l = 0;
+		while (env[l] && env[l] != ',')
+			l++;
+		snprintf(tok, sizeof(tok), "%.*s", (int)l, env);
+		snprintf(tag, sizeof(tag), "[%s]", tok);
+		env += l + (env[l] == ',');
+		if (!l || (!str_find(msg, tag) && (l <= 4 || !str_find(msg, tok))))
+			continue;
+		if (!atomic_exchange(&registered, 1))
+			atexit(report_ignored);
+		if (atomic_fetch_add(&ignored_hits, 1) < 100)
+			fprintf(stderr, "fuzz_state: ignoring %s\n", msg);
+		return true;
+	}
+	return false;
+}
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...)
+{
+	va_list ap;
+	static pthread_mutex_t once = PTHREAD_MUTEX_INITIALIZER;
+	char msg[512];
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (ignored(msg))
+		return;
+	pthread_mutex_lock(&once); /* one report; the process ends here */
+	atomic_store(&failed, 1);
+	fprintf(stderr, "\nfuzz_state: FAIL: %s\n", msg);
+	dump();
+	abort();
+}
+
+static bool known_rc(int rc)
+{
+	return rc >= 0 || !str_eq(vsched_strerror(rc), "unknown vsched error");
+}
+
+#define CHECK_RC(rc, what)                                                      \
+	do {                                                                    \
+		if (!known_rc(rc))                                              \
+			fail("[E1] %s returned %d, unknown to vsched_strerror", \
+			     what, rc);                                         \
+	} while (0)
+
+static void logop(struct worker *wk, uint8_t op, uint8_t a, uint8_t b, int rc)
+{
+	unsigned i = atomic_fetch_add(&wk->nlog, 1);
+	if (i < LOG_N)
+		wk->log[i] = (struct log_ent){ now_ns(), op, a, b, rc };
+}
+
+/* ---- host callbacks ---- */
+
+/* Late wakes: the `wake` callback wakes at once, as the default does, and
+ * with the input's late-wake mode sends one more FUTEX_WAKE on the same
+ * word 0.1-3 ms later, from a thread of its own: a previous halt's wake
+ * delayed by preemption, i.e. a spurious return of the next futex wait
+ * (vm.h allows them). */
+#define LATE_N 64
+static struct {
+	pthread_mutex_t lock;
+	uint32_t *word[LATE_N];
+	uint64_t at[LATE_N];
+	unsigned n;
+	_Atomic int stop;
+	pthread_t th;
+} late = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void futex_wake(uint32_t *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL,
+		NULL, 0);
+}
+
+static void host_wake(uint32_t *word, void *ctx)
+{
+	(void)ctx;
+	futex_wake(word);
+	if (!late_mode)
+		return;
+	static const uint64_t delay[4] = { 0, 100000, 700000, 3000000 };
+	pthread_mutex_lock(&late.lock);
+	if (late.n < LATE_N) {
+		late.word[late.n] = word;
+		late.at[late.n] = now_ns() + delay[late_mode & 3];
+		late.n++;
+	}
+	pthread_mutex_unlock(&late.lock);
+}
+
+static void *late_thread(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		bool stop = atomic_load(&late.stop);
+		uint64_t t = now_ns();
+		pthread_mutex_lock(&late.lock);
+		for (unsigned i = 0; i < late.n;) {
+			if (stop || late.at[i] <= t) {
+				futex_wake(late.word[i]);
+				late.word[i] = late.word[late.n - 1];
+				late.at[i] = late.at[late.n - 1];
+				late.n--;
+			} else {
+				i++;
+			}
+		}
+		pthread_mutex_unlock(&late.lock);
+		if (stop)
+			return NULL;
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static _Atomic uint64_t kicks;
+static void host_kick(struct vsched_vcpu *v, void *ctx)
+{
+	(void)v, (void)ctx;
+	atomic_fetch_add(&kicks, 1);
+}
+
+static struct obj *obj_of(const struct vsched_vcpu *v)
+{
+	for (unsigned i = 0; i < nvcpus; i++)
+		if (objs[i].v == v)
+			return &objs[i];
+	return NULL;
+}
+
+static void payload_drop(struct vsched_vcpu *v, unsigned kind,
+			 struct vsched_payload *p, void *ctx)
+{
+	struct payload_node *nd = (struct payload_node *)p;
+	int one = 1;
+	(void)v, (void)ctx;
+	if (kind != K_PAY)
+		fail("[E3] payload_drop for kind %u", kind);
+	if (!atomic_compare_exchange_strong(&nd->state, &one, 2))
+		fail("[E3] payload dropped in state %d (not posted, or twice)", one);
+}
+
+static void handler(struct vsched_vcpu *v, unsigned kind,
+		    struct vsched_payload *p, void *arg)
+{
+	struct obj *o = obj_of(v);
+	int m = vsched_vcpu_mode(v);
+	(void)arg;
+	if (m != VSCHED_MODE_OUTSIDE_GUEST)
+		fail("[E9] handler of kind %u ran in mode %d", kind, m);
+	if (o && atomic_load(&o->dead))
+		fail("[E6] handler of kind %u ran on a destroyed vCPU", kind);
+	if (kind == K_PAY) {
+		struct payload_node *nd = (struct payload_node *)p;
+		int one = 1;
+		if (!p)
+			fail("[E3] payload handler without a payload");
+		if (!atomic_compare_exchange_strong(&nd->state, &one, 2))
+			fail("[E3] payload delivered in state %d (not posted, or twice)", one);
+	} else if (p) {
+		fail("[E3] plain kind %u got a payload", kind);
+	}
+	if (o)
+		atomic_fetch_add(&o->handled[kind], 1);
+}
+
+static bool waiter_cond(void *arg)
+{
+	struct obj *o = arg;
+	return atomic_load(&o->tokens) != atomic_load(&o->consumed) ||
+	       atomic_load(&stopping);
+}
+
+static void before_sleep(struct vsched_waiter *w, void *arg)
+{
+	struct obj *o = arg;
+	int zero = 0;
+	(void)w;
+	if (!atomic_compare_exchange_strong(&o->hook_armed, &zero, 1))
+		fail("[E9] before_sleep twice without after_sleep");
+}
+
+static void after_sleep(struct vsched_waiter *w, void *arg)
+{
+	struct obj *o = arg;
+	int one = 1;
+	(void)w;
+	if (!atomic_compare_exchange_strong(&o->hook_armed, &one, 0))
+		fail("[E9] after_sleep without before_sleep");
+}
+
+/* ---- the watchdog (E4, E6 resurrection, E10) ---- */
+
+static bool thread_sleeping(int tid)
+{
+	char path[64], buf[256];
+	int fd, n;
+	if (!tid)
+		return false;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = (int)read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	char *e = strrchr(buf, ')');
+	return e && (e[2] == 'S' || e[2] == 'D');
+}
+
+static bool fd_readable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+/* The reason the object has to run, or NULL. */
+static const char *reason_to_run(struct obj *o)
+{
+	if (o->is_waiter) {
+		if (waiter_cond(o))
+			return "waiter condition true";
+	} else {
+		struct vsched_vcpu_stats s = { .size = sizeof(s) };
+		uint64_t next = UINT64_MAX;
+		if (atomic_load(&o->dead))
+			return atomic_load(&o->dead_by_misuse) ? "destroyed under it (M1)" : NULL;
+		vsched_vcpu_read_stats(o->v, &s);
+		for (unsigned k = 0; k < NKINDS; k++)
+			if (k != K_NOWAKE &&
+			    s.kind[k].posted > s.kind[k].serviced + s.kind[k].coalesced)
+				return k == K_STOP ? "teardown stop request pending"
+						   : "waking request pending";
+		vsched_vcpu_next_timer(o->v, &next);
+		if (next != UINT64_MAX && next + 1000000 < now_ns())
+			return "guest timer past due";
+	}
+	const char *r = NULL;
+	pthread_mutex_lock(&o->fdlock);
+	for (unsigned i = 0; i < MAX_FDS && !r; i++)
+		if (o->fds[i].reg == 1 && fd_readable(o->fds[i].fd))
+			r = "registered fd readable";
+	pthread_mutex_unlock(&o->fdlock);
+	return r;
+}
+
+static void *watchdog(void *arg)
+{
+	uint64_t last = now_ns(), start = last;
+	(void)arg;
+	while (!atomic_load(&watchdog_stop)) {
+		uint64_t t = now_ns(), dt = t - last;
+		last = t;
+		for (unsigned i = 0; i < nobjs; i++) {
+			struct obj *o = &objs[i];
+			if (!o->is_waiter && atomic_load(&o->dead) &&
+			    vsched_vcpu_mode(o->v) != VSCHED_MODE_DESTROYED)
+				fail("[E6] destroyed vCPU %u is back in mode %d", i,
+				     vsched_vcpu_mode(o->v));
+			/* a waker owes it a wakeup: hold */
+			if (atomic_load(&o->waking) || !atomic_load(&o->in_call)) {
+				atomic_store(&o->asleep_ns, 0);
+				continue;
+			}
+			const char *why = reason_to_run(o);
+			if (!why || !thread_sleeping(atomic_load(&o->tid))) {
+				atomic_store(&o->asleep_ns, 0);
+				continue;
+			}
+			uint64_t a = atomic_load(&o->asleep_ns) + (dt < 20000000 ? dt : 20000000);
+			atomic_store(&o->asleep_ns, a);
+			if (a > SLEEP_BOUND_NS)
+				fail("[E4] %s %u (thread %d) asleep %.2f s in %s with a reason "
+				     "to run: %s", o->is_waiter ? "waiter" : "vCPU", i, o->owner,
+				     (double)a / 1e9, o->is_waiter ? "vsched_waiter_wait"
+								  : "vsched_vcpu_block", why);
+		}
+		if (t - start > HANG_NS)
+			fail("[E10] the input did not finish in %llu s",
+			     (unsigned long long)(HANG_NS / 1000000000u));
+		struct timespec ts = { 0, 10000000 };
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+/* ---- the operations ---- */
+
+static uint64_t deadline_for(unsigned a, bool *long_sleep)
+{
+	static const uint64_t tbl[8] = { 0, 100000, 1000000, 5000000, 20000000,
+					 60000000, 200000000, VSCHED_DEADLINE_NONE };
+	unsigned i = (a + deadline_bias) % 8;
+	if (atomic_load(&stopping))
+		i = 0;
+	*long_sleep = i >= 5;
+	return vsched_deadline_in(vm, tbl[i]);
+}
+
+/* After a block/wait that ran long: did it spin? (E5) */
+static void check_cpu(const char *what, unsigned oi, uint64_t wall, uint64_t cpu)
+{
+	uint64_t lim = wall / 8 > 20000000 ? wall / 8 : 20000000;
+	if (wall >= 50000000 && cpu > lim)
+		fail("[E5] %s of object %u: %.1f ms of CPU in %.1f ms asleep (limit %.1f ms; "
+		     "late wake mode %u)", what, oi, (double)cpu / 1e6, (double)wall / 1e6,
+		     (double)lim / 1e6, late_mode);
+}
+
+/* The owner waits for a misuse call aimed at its object to return. */
+static void owner_hold(struct obj *o)
+{
+	while (atomic_load(&o->gate))
+		sched_yield();
+}
+
+static bool tag_live(struct obj *o, uint64_t tag)
+{
+	for (unsigned i = 0; i < MAX_FDS; i++)
+		if (o->fds[i].reg == 1 && o->fds[i].tag == tag)
+			return true;
+	if (o->foreign_reg && o->foreign_tag == tag)
+		return true;
+	return tag && atomic_load(&o->del_during_call_tag) == tag;
+}
+
+static unsigned regs_in_model(struct obj *o)
+{
+	unsigned n = o->foreign_reg ? 1 : 0;
+	for (unsigned i = 0; i < MAX_FDS; i++)
+		n += o->fds[i].reg != 0;
+	return n;
+}
+
+/* Drain the registered fds the result named (the owner's own ones). */
+static void drain_ready(struct obj *o, const struct vsched_block_result *r, unsigned oi)
+{
+	pthread_mutex_lock(&o->fdlock);
+	for (unsigned j = 0; j < r->nready; j++) {
+		if (!tag_live(o, r->tags[j]))
+			fail("[E8] object %u: WAKE_FD names tag %llu, not a live registration",
+			     oi, (unsigned long long)r->tags[j]);
+		for (unsigned i = 0; i < MAX_FDS; i++)
+			if (o->fds[i].reg == 1 && o->fds[i].tag == r->tags[j]) {
+				char buf[256];
+				while (read(o->fds[i].fd, buf, sizeof(buf)) > 0)
+					;
+			}
+	}
+	pthread_mutex_unlock(&o->fdlock);
+	atomic_store(&o->del_during_call_tag, 0);
+}
+
+static void op_block(struct worker *wk, struct obj *o, unsigned oi, unsigned a)
+{
+	bool long_sleep;
+	uint64_t dl = deadline_for(a, &long_sleep);
+	struct vsched_block_result r = { .size = sizeof(r) };
+	bool was_dead = atomic_load(&o->dead);
+	uint64_t w0 = now_ns(), c0 = thread_cpu_ns();
+
+	atomic_store(&wk->in_sleep, 1);
+	atomic_store(&o->in_call, 1);
+	int rc = vsched_vcpu_block_ex(o->v, dl, &r);
+	atomic_store(&o->in_call, 0);
+	atomic_store(&wk->in_sleep, 0);
+	uint64_t wall = now_ns() - w0, cpu = thread_cpu_ns() - c0;
+	logop(wk, OP_BLOCK, (uint8_t)oi, (uint8_t)a, rc);
+	owner_hold(o);
+	CHECK_RC(rc, "vsched_vcpu_block_ex");
+	if (was_dead) {
+		if (rc != VSCHED_ESHUTDOWN)
+			fail("[E6] block on destroyed vCPU %u returned %d", oi, rc);
+		return;
+	}
+	if (atomic_load(&o->dead)) { /* destroyed under it (M1) */
+		if (vsched_vcpu_mode(o->v) != VSCHED_MODE_DESTROYED)
+			fail("[E6] vCPU %u destroyed during its block is back in mode %d "
+			     "after the block returned %d", oi, vsched_vcpu_mode(o->v), rc);
+		return;
+	}
+	if (rc <= 0)
+		fail("[E1] block of live vCPU %u returned %d (%s)", oi, rc,
+		     vsched_strerror(rc));
+	check_cpu("vsched_vcpu_block", oi, wall, cpu);
+	if (rc == VSCHED_WAKE_FD)
+		drain_ready(o, &r, oi);
+	(void)long_sleep;
+}
+
+static void op_check_once(struct worker *wk, struct obj *o, unsigned oi)
+{
+	struct vsched_block_result r = { .size = sizeof(r) };
+	bool dead = atomic_load(&o->dead);
+	int rc = vsched_vcpu_block_ex(o->v, 0, &r);
+	logop(wk, OP_CHECK_ONCE, (uint8_t)oi, 0, rc);
+	CHECK_RC(rc, "vsched_vcpu_block_ex(0)");
+	if (dead) {
+		if (rc != VSCHED_ESHUTDOWN)
+			fail("[E6] check-once block on destroyed vCPU %u returned %d", oi, rc);
+		return;
+	}
+	pthread_mutex_lock(&o->fdlock);
+	unsigned regs = regs_in_model(o);
+	pthread_mutex_unlock(&o->fdlock);
+	if (!regs && r.fd_checks)
+		fail("[E8] vCPU %u has no registered fd (model), but a check-once block "
+		     "made %u fd check(s): the library still counts a removed fd", oi,
+		     r.fd_checks);
+	if (rc == VSCHED_WAKE_FD)
+		drain_ready(o, &r, oi);
+}
+
+static void op_run(struct worker *wk, struct obj *o, unsigned oi)
+{
+	bool dead = atomic_load(&o->dead);
+	uint64_t before[NKINDS];
+	for (unsigned k = 0; k < NKINDS; k++)
+		before[k] = atomic_load(&o->handled[k]);
+	int rc = vsched_service(o->v);
+	logop(wk, OP_RUN, (uint8_t)oi, 0, rc);
+	CHECK_RC(rc, "vsched_service");
+	if (dead) {
+		if (rc > 0)
+			fail("[E6] service of destroyed vCPU %u serviced %d kinds", oi, rc);
+		for (unsigned k = 0; k < NKINDS; k++)
+			if (atomic_load(&o->handled[k]) != before[k])
+				fail("[E6] service of destroyed vCPU %u ran a handler", oi);
+		rc = vsched_vcpu_enter(o->v);
+		if (rc != VSCHED_ESHUTDOWN)
+			fail("[E6] enter of destroyed vCPU %u returned %d", oi, rc);
+		rc = vsched_vcpu_exit(o->v);
+		if (rc != VSCHED_ESHUTDOWN)
+			fail("[E6] exit of destroyed vCPU %u returned %d", oi, rc);
+		return;
+	}
+	if (rc < 0)
+		fail("[E1] service of live vCPU %u returned %d", oi, rc);
+	rc = vsched_vcpu_enter(o->v);
+	CHECK_RC(rc, "vsched_vcpu_enter");
+	if (rc == 0) {
+		/* the "guest": a few microseconds, or until kicked */
+		uint64_t end = now_ns() + 20000;
+		while (now_ns() < end &&
+		       vsched_vcpu_mode(o->v) == VSCHED_MODE_IN_GUEST)
+			;
+		rc = vsched_vcpu_exit(o->v);
+		if (rc != 0)
+			fail("[E1] exit after a committed entry returned %d", rc);
+	} else if (rc != VSCHED_ENTRY_CANCELLED) {
+		fail("[E1] enter of live vCPU %u returned %d", oi, rc);
+	}
+}
+
+static void op_wait(struct worker *wk, struct obj *o, unsigned oi, unsigned a)
+{
+	bool long_sleep;
+	uint64_t dl = deadline_for(a, &long_sleep);
+	struct vsched_block_result r = { .size = sizeof(r) };
+	uint64_t w0 = now_ns(), c0 = thread_cpu_ns();
+
+	atomic_store(&wk->in_sleep, 1);
+	atomic_store(&o->in_call, 1);
+	int rc = vsched_waiter_wait(o->w, dl, &r);
+	atomic_store(&o->in_call, 0);
+	atomic_store(&wk->in_sleep, 0);
+	uint64_t wall = now_ns() - w0, cpu = thread_cpu_ns() - c0;
+	logop(wk, OP_WAIT, (uint8_t)oi, (uint8_t)a, rc);
+	owner_hold(o);
+	CHECK_RC(rc, "vsched_waiter_wait");
+	if (rc <= 0)
+		fail("[E1] waiter_wait returned %d (%s)", rc, vsched_strerror(rc));
+	check_cpu("vsched_waiter_wait", oi, wall, cpu);
+	if (rc == VSCHED_WAKE_REQUEST)
+		atomic_store(&o->consumed, atomic_load(&o->tokens));
+	if (rc == VSCHED_WAKE_FD)
+		drain_ready(o, &r, oi);
+}
+
+/* A post from any thread: E2 accounting, E3 nodes, E6 refusals. */
+static void op_post(struct worker *wk, struct obj *o, unsigned oi, unsigned kind,
+		    unsigned node)
+{
+	bool dead = atomic_load(&o->dead);
+	int rc;
+
+	atomic_fetch_add(&o->waking, 1);
+	if (kind == K_PAY) {
+		struct payload_node *nd = &wk->nodes[node % NODES];
+		if (atomic_load(&nd->state) == 1) {
+			atomic_fetch_sub(&o->waking, 1);
+			return; /* still in flight */
+		}
+		atomic_store(&nd->state, 1);
+		rc = vsched_post_payload(o->v, K_PAY, &nd->p);
+		if (rc) {
+			int one = 1;
+			if (!atomic_compare_exchange_strong(&nd->state, &one, 0))
+				fail("[E3] a refused payload post (%d) was delivered or dropped", rc);
+		}
+	} else {
+		rc = vsched_post(o->v, kind);
+		if (rc == 0)
+			atomic_fetch_add(&accepted[kind], 1);
+	}
+	atomic_fetch_sub(&o->waking, 1);
+	logop(wk, kind == K_PAY ? OP_PAYLOAD : OP_POST, (uint8_t)oi, (uint8_t)kind, rc);
+	CHECK_RC(rc, "vsched_post");
+	if (dead && rc != VSCHED_ESHUTDOWN)
+		fail("[E6] post of kind %u to destroyed vCPU %u returned %d", kind, oi, rc);
+	if (!atomic_load(&o->dying) && rc != 0)
+		fail("[E1] post of kind %u to live vCPU %u returned %d", kind, oi, rc);
+}
+
+static void op_kick(struct worker *wk, struct obj *o, unsigned oi)
+{
+	bool dead = atomic_load(&o->dead);
+	atomic_fetch_add(&o->waking, 1);
+	int rc = vsched_vcpu_kick(o->v);
+	atomic_fetch_sub(&o->waking, 1);
+	logop(wk, OP_KICK, (uint8_t)oi, 0, rc);
+	CHECK_RC(rc, "vsched_vcpu_kick");
+	if (dead && rc != VSCHED_ESHUTDOWN)
+		fail("[E6] kick of destroyed vCPU %u returned %d", oi, rc);
+}
+
+static int open_slot(struct fslot *s, bool pipe_kind)
+{
+	int p[2];
+	if (pipe_kind) {
+		if (pipe2(p, O_NONBLOCK | O_CLOEXEC))
+			return -errno;
+		s->fd = p[0];
+		s->wfd = p[1];
+		s->type = 1;
+	} else {
+		s->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (s->fd < 0)
+			return -errno;
+		s->wfd = s->fd;
+		s->type = 2;
+	}
+	s->reg = 0;
+	return 0;
+}
+
+static void close_slot(struct fslot *s)
+{
+	if (s->type == 1)
+		close(s->wfd);
+	if (s->type)
+		close(s->fd);
+	s->type = 0;
+	s->fd = s->wfd = -1;
+	s->reg = 0;
+}
+
+static void op_fd(struct worker *wk, struct obj *o, unsigned oi, unsigned op,
+		  unsigned a)
+{
+	struct fslot *s = &o->fds[a % MAX_FDS];
+	bool dead = !o->is_waiter && atomic_load(&o->dead);
+	int rc = 0;
+	bool called = true;
+
+	pthread_mutex_lock(&o->fdlock);
+	switch (op) {
+	case OP_FD_OPEN:
+		called = !s->type && s->reg != 2;
+		if (called) {
+			/* Open the lowest free numbers: a closed registered fd's
+			 * number comes back (M6). */
+			rc = open_slot(s, a & 4);
+		}
+		break;
+	case OP_FD_ADD: {
+		if (!s->type || (dead && !misuse)) {
+			called = false;
+			break;
+		}
+		uint64_t tag = atomic_fetch_add(&tag_seq, 1) + 1;
+		int was = s->reg;
+		rc = o->is_waiter ? vsched_waiter_fd_add(o->w, s->fd, EPOLLIN, tag)
+				  : vsched_vcpu_fd_add(o->v, s->fd, EPOLLIN, tag);
+		CHECK_RC(rc, "fd_add");
+		if (dead) {
+			if (rc == 0)
+				fail("[M5] fd_add on destroyed vCPU %u succeeded", oi);
+			break;
+		}
+		if (was == 1 && rc != VSCHED_EEXIST)
+			fail("[E8] fd_add of fd %d, registered already, returned %d "
+			     "(VSCHED_EEXIST expected)", s->fd, rc);
+		if (was != 1 && rc != 0 && rc != VSCHED_EEXIST)
+			fail("[E1] fd_add of a fresh fd %d returned %d (%s)", s->fd, rc,
+			     vsched_strerror(rc));
+		if (rc == 0) {
+			s->reg = 1;
+			s->tag = tag;
+			/* the same number, registered before and closed since
+			 * (M6): that registration is this one now */
+			for (unsigned i = 0; i < MAX_FDS; i++)
+				if (&o->fds[i] != s && o->fds[i].reg == 2 &&
+				    o->fds[i].fd == s->fd)
+					o->fds[i].reg = 0;
+		}
+		break;
+	}
+	case OP_FD_DEL:
+		if (o->is_waiter || !s->type || (dead && !misuse)) {
+			called = false;
+			break;
+		}
+		rc = vsched_vcpu_fd_del(o->v, s->fd);
+		CHECK_RC(rc, "fd_del");
+		if (dead) {
+			if (rc == 0)
+				fail("[M5] fd_del on destroyed vCPU %u succeeded", oi);
+			break;
+		}
+		if (s->reg == 1 && rc != 0)
+			fail("[E8] fd_del of registered fd %d returned %d", s->fd, rc);
+		if (s->reg != 1 && rc == 0)
+			fail("[E8] fd_del of fd %d, not registered, succeeded", s->fd);
+		if (rc == 0)
+			s->reg = 0;
+		break;
+	case OP_FD_CLOSE:
+		called = s->type && !(s->reg == 1 && o->is_waiter);
+		if (!called)
+			break; /* (no waiter fd_del: closed at teardown) */
+		if (s->reg == 1) {
+			if (!dead) {
+				rc = vsched_vcpu_fd_del(o->v, s->fd);
+				if (rc != 0)
+					fail("[E8] fd_del of registered fd %d returned %d",
+					     s->fd, rc);
+			}
+		}
+		close_slot(s);
+		break;
+	case OP_M_CLOSE_REG:
+		/* M6: close a registered fd without fd_del */
+		called = s->type && s->reg == 1 && !o->is_waiter && !dead;
+		if (!called)
+			break;
+		if (s->type == 1)
+			close(s->wfd);
+		close(s->fd);
+		/* The slot keeps the closed registration (its number) until
+		 * the number is added again. */
+		s->type = 0;
+		s->wfd = -1;
+		s->reg = 2;
+		break;
+	}
+	pthread_mutex_unlock(&o->fdlock);
+	if (called)
+		logop(wk, (uint8_t)op, (uint8_t)oi, (uint8_t)a, rc);
+}
+
+static void op_fd_write(struct worker *wk, struct obj *o, unsigned oi, unsigned a)
+{
+	struct fslot *s = &o->fds[a % MAX_FDS];
+	uint64_t one = 1;
+	ssize_t r = 0;
+	pthread_mutex_lock(&o->fdlock);
+	if (s->type)
+		r = write(s->wfd, &one, sizeof(one));
+	pthread_mutex_unlock(&o->fdlock);
+	logop(wk, OP_FD_WRITE, (uint8_t)oi, (uint8_t)a, (int)r);
+}
+
+static void op_timer(struct worker *wk, struct obj *o, unsigned oi, unsigned op,
+		     unsigned a, unsigned b)
+{
+	if (!o->ntimers)
+		return;
+	unsigned ti = a % o->ntimers;
+	struct vsched_timer *t = o->timers[ti];
+	bool dead = atomic_load(&o->dead);
+	int rc;
+
+	atomic_fetch_add(&o->waking, 1);
+	if (op == OP_TIMER_ARM) {
+		static const int64_t d[8] = { -1000000, 0, 50000, 500000, 2000000,
+					      10000000, 50000000, -1 };
+		int64_t x = d[b % 8];
+		if (x == -1) {
+			rc = vsched_timer_disarm(t);
+		} else {
+			uint64_t n = vsched_now_ns(vm);
+			rc = vsched_timer_arm(t, x < 0 ? n - 1000000 : n + (uint64_t)x);
+		}
+	} else {
+		if (!o->level[ti]) {
+			atomic_fetch_sub(&o->waking, 1);
+			return;
+		}
+		rc = vsched_timer_set_ctl(t, b & 1, b & 2);
+	}
+	atomic_fetch_sub(&o->waking, 1);
+	logop(wk, (uint8_t)op, (uint8_t)oi, (uint8_t)b, rc);
+	CHECK_RC(rc, "timer write");
+	if (dead && op == OP_TIMER_ARM && rc != VSCHED_ESHUTDOWN)
+		fail("[E6] timer arm on destroyed vCPU %u returned %d", oi, rc);
+	if (!atomic_load(&o->dying) && rc != 0)
+		fail("[E1] timer write on live vCPU %u returned %d", oi, rc);
+}
+
+static void poll_params(unsigned a, struct vsched_poll_params *p)
+{
+	static const uint64_t max[4] = { 0, 20000, 50000, 200000 };
+	vsched_poll_defaults(a % 4, max[(a / 4) % 4], p);
+}
+
+static void op_set_poll(struct worker *wk, unsigned a, unsigned b)
+{
+	struct vsched_poll_params p;
+	int rc;
+	poll_params(b, &p);
+	unsigned which = a % (nobjs + 1);
+	if (which == nobjs) {
+		rc = vsched_vm_set_poll(vm, &p);
+	} else if (objs[which].is_waiter) {
+		rc = vsched_waiter_set_poll(objs[which].w, (b & 16) ? NULL : &p);
+	} else {
+		struct obj *o = &objs[which];
+		bool dead = atomic_load(&o->dead);
+		if (dead && !misuse)
+			return;
+		rc = vsched_vcpu_set_poll(o->v, (b & 16) ? NULL : &p);
+		if (dead && rc == 0)
+			fail("[M5] set_poll on destroyed vCPU %u succeeded", which);
+	}
+	logop(wk, OP_SET_POLL, (uint8_t)a, (uint8_t)b, rc);
+	CHECK_RC(rc, "set_poll");
+}
+
+static void op_destroy_own(struct worker *wk, struct obj *o, unsigned oi)
+{
+	bool dead = atomic_load(&o->dead);
+	atomic_store(&o->dying, 1);
+	int rc = vsched_vcpu_destroy(o->v);
+	logop(wk, OP_DESTROY, (uint8_t)oi, 0, rc);
+	CHECK_RC(rc, "vsched_vcpu_destroy");
+	if (dead && rc != VSCHED_ESHUTDOWN)
+		fail("[E6] second destroy of vCPU %u returned %d", oi, rc);
+	if (!dead && rc != 0)
+		fail("[E1] destroy of idle vCPU %u by its owner returned %d", oi, rc);
+	if (rc == 0) {
+		atomic_store(&o->dead, 1);
+		if (vsched_vcpu_mode(o->v) != VSCHED_MODE_DESTROYED)
+			fail("[E6] vCPU %u not DESTROYED after destroy", oi);
+	}
+}
+
+/* Misuse aimed at an object whose owner is inside block/wait: the owner
+ * is held after that call until this returns. */
+static void op_misuse(struct worker *wk, struct obj *o, unsigned oi, unsigned op,
+		      unsigned b)
+{
+	int rc = 0;
+	uint64_t give_up = now_ns() + 5000000;
+	if (pthread_mutex_trylock(&o->misuse_lock))
+		return;
+	/* Wait (up to 5 ms) for the owner to be asleep inside its call (a
+	 * vCPU: mode BLOCKED; a waiter: its thread sleeping in the kernel);
+	 * hold it out of its next call (the gate) from the moment we saw it. */
+	for (;;) {
+		atomic_fetch_add(&o->gate, 1);
+		if (atomic_load(&o->in_call) &&
+		    (o->is_waiter ? thread_sleeping(atomic_load(&o->tid))
+				  : !atomic_load(&o->dead) &&
+					    vsched_vcpu_mode(o->v) == VSCHED_MODE_BLOCKED))
+			break;
+		atomic_fetch_sub(&o->gate, 1);
+		if (now_ns() > give_up || atomic_load(&stopping)) {
+			pthread_mutex_unlock(&o->misuse_lock);
+			return;
+		}
+		struct timespec ts = { 0, 50000 };
+		nanosleep(&ts, NULL);
+	}
+	switch (op) {
+	case OP_M_DESTROY:
+		atomic_store(&o->dying, 1);
+		rc = vsched_vcpu_destroy(o->v);
+		if (rc)
+			atomic_store(&o->dying, 0);
+		CHECK_RC(rc, "vsched_vcpu_destroy (misuse)");
+		if (rc == 0) {
+			atomic_store(&o->dead_by_misuse, 1);
+			atomic_store(&o->dead, 1);
+		}
+		break;
+	case OP_M_FD_ADD:
+		if (o->foreign_reg)
+			break;
+		o->foreign_tag = atomic_fetch_add(&tag_seq, 1) + 1;
+		rc = vsched_vcpu_fd_add(o->v, misuse_fd, EPOLLIN, o->foreign_tag);
+		CHECK_RC(rc, "vsched_vcpu_fd_add (misuse)");
+		if (rc == 0) {
+			pthread_mutex_lock(&o->fdlock);
+			o->foreign_reg = 1;
+			pthread_mutex_unlock(&o->fdlock);
+		}
+		break;
+	case OP_M_FD_DEL:
+		if (!o->foreign_reg)
+			break;
+		rc = vsched_vcpu_fd_del(o->v, misuse_fd);
+		CHECK_RC(rc, "vsched_vcpu_fd_del (misuse)");
+		if (rc == 0) {
+			pthread_mutex_lock(&o->fdlock);
+			o->foreign_reg = 0;
+			atomic_store(&o->del_during_call_tag, o->foreign_tag);
+			pthread_mutex_unlock(&o->fdlock);
+		}
+		break;
+	case OP_M_WFD_ADD:
+		if (o->foreign_reg)
+			break;
+		o->foreign_tag = atomic_fetch_add(&tag_seq, 1) + 1;
+		rc = vsched_waiter_fd_add(o->w, misuse_wfd, EPOLLIN, o->foreign_tag);
+		CHECK_RC(rc, "vsched_waiter_fd_add (misuse)");
+		if (rc == 0) {
+			pthread_mutex_lock(&o->fdlock);
+			o->foreign_reg = 1;
+			pthread_mutex_unlock(&o->fdlock);
+		}
+		break;
+	}
+	logop(wk, (uint8_t)op, (uint8_t)oi, (uint8_t)b, rc);
+	atomic_fetch_sub(&o->gate, 1);
+	pthread_mutex_unlock(&o->misuse_lock);
+}
+
+/* M5 and E6 on a destroyed vCPU, from its owner (no block in flight). */
+static void op_dead_calls(struct worker *wk, struct obj *o, unsigned oi, unsigned b)
+{
+	struct vsched_poll_params p;
+	int rc;
+	if (!atomic_load(&o->dead))
+		return;
+	poll_params(b, &p);
+	rc = vsched_vcpu_set_poll(o->v, &p);
+	logop(wk, OP_M_DEAD_CALLS, (uint8_t)oi, 0, rc);
+	if (rc == 0)
+		fail("[M5] set_poll on destroyed vCPU %u succeeded", oi);
+	uint64_t tag = atomic_fetch_add(&tag_seq, 1) + 1;
+	rc = vsched_vcpu_fd_add(o->v, misuse_fd, EPOLLIN, tag);
+	logop(wk, OP_M_DEAD_CALLS, (uint8_t)oi, 1, rc);
+	if (rc == 0)
+		fail("[M5] fd_add on destroyed vCPU %u succeeded", oi);
+	rc = vsched_vcpu_fd_del(o->v, misuse_fd);
+	logop(wk, OP_M_DEAD_CALLS, (uint8_t)oi, 2, rc);
+	if (rc == 0)
+		fail("[M5] fd_del on destroyed vCPU %u succeeded", oi);
+	struct vsched_timer_desc td = { .size = sizeof(td), .kind = K_TIMER };
+	struct vsched_timer *t = NULL;
+	rc = vsched_timer_create(o->v, &td, &t);
+	logop(wk, OP_M_DEAD_CALLS, (uint8_t)oi, 3, rc);
+	if (rc != VSCHED_ESHUTDOWN)
+		fail("[E6] timer_create on destroyed vCPU %u returned %d", oi, rc);
+}
+
+static struct obj *own_vcpu(unsigned t)
+{
+	for (unsigned i = 0; i < nvcpus; i++)
+		if (objs[i].owner == (int)t)
+			return &objs[i];
+	return NULL;
+}
+
+static struct obj *own_waiter(unsigned t)
+{
+	return have_waiter && objs[nvcpus].owner == (int)t ? &objs[nvcpus] : NULL;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *wk = arg;
+	struct obj *mine = own_vcpu((unsigned)wk->idx), *mw = own_waiter((unsigned)wk->idx);
+	int tid = (int)syscall(SYS_gettid);
+
+	if (mine)
+		atomic_store(&mine->tid, tid);
+	if (mw)
+		atomic_store(&mw->tid, tid);
+	for (unsigned i = 0; i < wk->nops && !atomic_load(&failed); i++) {
+		const struct script_op *s = &wk->ops[i];
+		unsigned vi = s->a % nvcpus;
+		struct obj *tv = &objs[vi];
+		atomic_store(&wk->cur_op, s->op);
+		switch (s->op) {
+		case OP_POST:
+			op_post(wk, tv, vi, (s->b % 3), 0); /* K_A, K_B, K_NOWAKE */
+			break;
+		case OP_PAYLOAD:
+			op_post(wk, tv, vi, K_PAY, s->b);
+			break;
+		case OP_BROADCAST: {
+			unsigned k = s->b % 3;
+			int rc = vsched_broadcast(vm, NULL, 0, k);
+			logop(wk, OP_BROADCAST, 0, (uint8_t)k, rc);
+			CHECK_RC(rc, "vsched_broadcast");
+			if (rc < 0)
+				fail("[E1] broadcast returned %d", rc);
+			atomic_fetch_add(&accepted[k], (uint64_t)rc);
+			break;
+		}
+		case OP_KICK:
+			op_kick(wk, tv, vi);
+			break;
+		case OP_BLOCK:
+			if (mine)
+				op_block(wk, mine, (unsigned)(mine - objs), s->b);
+			else if (mw)
+				op_wait(wk, mw, nvcpus, s->b);
+			break;
+		case OP_CHECK_ONCE:
+			if (mine)
+				op_check_once(wk, mine, (unsigned)(mine - objs));
+			break;
+		case OP_RUN:
+			if (mine)
+				op_run(wk, mine, (unsigned)(mine - objs));
+			break;
+		case OP_WAIT:
+			if (mw)
+				op_wait(wk, mw, nvcpus, s->b);
+			else if (mine)
+				op_block(wk, mine, (unsigned)(mine - objs), s->b);
+			break;
+		case OP_WKICK:
+			if (have_waiter) {
+				struct obj *w = &objs[nvcpus];
+				atomic_fetch_add(&w->waking, 1);
+				atomic_fetch_add(&w->tokens, 1);
+				int rc = vsched_waiter_kick(w->w);
+				atomic_fetch_sub(&w->waking, 1);
+				logop(wk, OP_WKICK, 0, 0, rc);
+				if (rc < 0)
+					fail("[E1] waiter_kick returned %d", rc);
+			}
+			break;
+		case OP_FD_OPEN:
+		case OP_FD_ADD:
+		case OP_FD_DEL:
+		case OP_FD_CLOSE:
+		case OP_M_CLOSE_REG: {
+			struct obj *o = (s->b & 8) && mw ? mw : mine ? mine : mw;
+			if (o)
+				op_fd(wk, o, (unsigned)(o - objs), s->op, s->b);
+			break;
+		}
+		case OP_FD_WRITE: {
+			unsigned oi = s->a % nobjs;
+			op_fd_write(wk, &objs[oi], oi, s->b);
+			break;
+		}
+		case OP_TIMER_ARM:
+		case OP_TIMER_CTL:
+			for (unsigned j = 0; j < nvcpus; j++)
+				if (objs[j].writer == wk->idx && (s->a % nvcpus) == j)
+					op_timer(wk, &objs[j], j, s->op, s->a / 4, s->b);
+			break;
+		case OP_SET_POLL:
+			op_set_poll(wk, s->a, s->b);
+			break;
+		case OP_DESTROY:
+			/* the owner, when it is done with it (rarely) */
+			if (mine && (s->b & 7) == 0)
+				op_destroy_own(wk, mine, (unsigned)(mine - objs));
+			break;
+		case OP_FIRE: {
+			bool dead = atomic_load(&tv->dead);
+			atomic_fetch_add(&tv->waking, 1);
+			int rc = vsched_vcpu_fire_timers(tv->v);
+			atomic_fetch_sub(&tv->waking, 1);
+			logop(wk, OP_FIRE, (uint8_t)vi, 0, rc);
+			CHECK_RC(rc, "vsched_vcpu_fire_timers");
+			if (dead && rc > 0)
+				fail("[E6] fire_timers on destroyed vCPU %u posted %d", vi, rc);
+			break;
+		}
+		case OP_M_DESTROY:
+		case OP_M_FD_ADD:
+		case OP_M_FD_DEL:
+			if (tv->owner != wk->idx)
+				op_misuse(wk, tv, vi, s->op, s->b);
+			break;
+		case OP_M_WFD_ADD:
+			if (have_waiter && objs[nvcpus].owner != wk->idx)
+				op_misuse(wk, &objs[nvcpus], nvcpus, s->op, s->b);
+			break;
+		case OP_M_DEAD_CALLS:
+			if (mine)
+				op_dead_calls(wk, mine, (unsigned)(mine - objs), s->b);
+			break;
+		}
+	}
+	atomic_store(&wk->cur_op, -1);
+	atomic_store(&wk->done, 1);
+	return NULL;
+}
+
+/* ---- decoding ---- */
+
+struct input {
+	const uint8_t *d;
+	size_t n, i;
+};
+
+static unsigned take(struct input *in)
+{
+	return in->i < in->n ? in->d[in->i++] : 0;
+}
+
+static void describe(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void describe(const char *fmt, ...)
+{
+	size_t l = strlen(script_text);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(script_text + l, sizeof(script_text) - l, fmt, ap);
+	va_end(ap);
+}
+
+/* The process's epoll, eventfd and timerfd descriptors (what vsched opens;
+ * a sanitizer's symbolizer pipes come and go on their own). */
+static unsigned count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	unsigned n = 0;
+	struct dirent *e;
+	char path[300], target[64];
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		ssize_t l;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		l = readlink(path, target, sizeof(target) - 1);
+		if (l <= 0)
+			continue;
+		target[l] = 0;
+		n += str_eq(target, "anon_inode:[eventfd]") ||
+		     str_eq(target, "anon_inode:[eventpoll]") ||
+		     str_eq(target, "anon_inode:[timerfd]");
+	}
+	closedir(d);
+	return n;
+}
+
+static bool no_nodes_in_flight(void)
+{
+	for (unsigned t = 0; t < nthreads; t++)
+		for (unsigned i = 0; i < NODES; i++)
+			if (atomic_load(&workers[t].nodes[i].state) == 1)
+				return false;
+	return true;
+}
+
+/* FUZZ_STATE_MISUSE=destroy,fd_add,fd_del,wfd_add,dead_calls,close_reg: the
+ * misuse calls to make (default all), to hunt past a known finding. */
+static bool misuse_allowed(unsigned op)
+{
+	static const char *const name[] = { "destroy", "fd_add", "fd_del", "wfd_add",
+					    "dead_calls", "close_reg" };
+	const char *env = getenv("FUZZ_STATE_MISUSE");
+	const char *p;
+	size_t l;
+
+	if (!env)
+		return true;
+	p = str_find(env, name[op - FIRST_MISUSE]);
+	l = strlen(name[op - FIRST_MISUSE]);
+	return p && (p == env || p[-1] == ',') && (!p[l] || p[l] == ',');
+}
+
+static void run_input(const uint8_t *data, size_t size)
+{
+	struct input in = { data, size, 0 };
+	struct vsched_host_ops ops = { .kick = host_kick, .wake = host_wake,
+				       .payload_drop = payload_drop };
+	struct vsched_poll_params pp;
+	struct vsched_vm_config cfg = { .size = sizeof(cfg), .ops = &ops, .poll = &pp,
+					.max_vcpus = MAX_VCPUS };
+	pthread_t wd;
+	int rc;
+
+	if (size < 8)
+		return;
+	unsigned fds_before = count_fds();
+	input_t0 = now_ns();
+	script_text[0] = 0;
+	memset(objs, 0, sizeof(objs));
+	memset(workers, 0, sizeof(workers));
+	for (unsigned k = 0; k < NKINDS; k++)
+		atomic_store(&accepted[k], 0);
+	atomic_store(&stopping, 0);
+	atomic_store(&watchdog_stop, 0);
+
+	unsigned h0 = take(&in), h1 = take(&in), h2 = take(&in), h3 = take(&in);
+	unsigned h4 = take(&in), h5 = take(&in);
+	nthreads = 2 + h0 % 3;
+	nvcpus = 1 + h1 % (nthreads < MAX_VCPUS ? nthreads : MAX_VCPUS);
+	have_waiter = (h1 >> 4) & 1;
+	misuse = (h3 & 1) && !getenv("FUZZ_STATE_NO_MISUSE");
+	late_mode = getenv("FUZZ_STATE_LATE") ? (unsigned)atoi(getenv("FUZZ_STATE_LATE")) & 3
+					      : (h3 >> 1) & 3;
+	hooks = (h3 >> 3) & 1;
+	deadline_bias = (h3 >> 4) & 7;
+	poll_params(h2, &pp);
+	describe("threads %u, vCPUs %u, waiter %d (hooks %d), misuse %d, late wake %u, "
+		 "poll policy %u max %llu ns, deadline bias %u\n", nthreads, nvcpus,
+		 have_waiter, hooks, misuse, late_mode, pp.policy,
+		 (unsigned long long)pp.max_ns, deadline_bias);
+
+	if (vsched_vm_create(&cfg, &vm))
+		fail("[E1] vm_create");
+	static const unsigned prio[NKINDS] = { 2, 3, 4, 1, 0, 0, 5 };
+	for (unsigned k = 0; k < NKINDS; k++) {
+		struct vsched_request_desc d = {
+			.name = "k", .priority = prio[k], .handler = handler,
+			.flags = k == K_NOWAKE ? VSCHED_REQ_NO_WAKEUP
+				 : k == K_PAY ? VSCHED_REQ_PAYLOAD : 0,
+		};
+		if (vsched_request_declare(vm, k, &d))
+			fail("[E1] declare");
+	}
+	if (vsched_request_finalize(vm, 0))
+		fail("[E1] finalize");
+
+	nobjs = nvcpus + have_waiter;
+	for (unsigned i = 0; i < nobjs; i++) {
+		struct obj *o = &objs[i];
+		pthread_mutex_init(&o->misuse_lock, NULL);
+		pthread_mutex_init(&o->fdlock, NULL);
+		for (unsigned j = 0; j < MAX_FDS; j++)
+			o->fds[j].fd = o->fds[j].wfd = -1;
+		o->owner = (int)(i < nvcpus ? i : nthreads - 1);
+		o->writer = (int)((i + 1) % nthreads);
+	}
+	for (unsigned i = 0; i < nvcpus; i++) {
+		struct obj *o = &objs[i];
+		if (vsched_vcpu_create(vm, i, NULL, &o->v))
+			fail("[E1] vcpu_create");
+		o->ntimers = (h4 >> (2 * i)) % 3;
+		for (unsigned t = 0; t < o->ntimers; t++) {
+			unsigned x = (h5 >> (t * 4 + i)) & 15;
+			struct vsched_timer_desc td = { .size = sizeof(td), .kind = K_TIMER + t,
+							.semantics = x % 3,
+							.cancel = (x / 3) % 3 };
+			if ((rc = vsched_timer_create(o->v, &td, &o->timers[t])))
+				fail("[E1] timer_create returned %d", rc);
+			o->level[t] = td.semantics == VSCHED_TIMER_LEVEL;
+		}
+		describe("vCPU %u: owner T%d, timer writer T%d, %u timer(s)\n", i, o->owner,
+			 o->writer, o->ntimers);
+	}
+	if (have_waiter) {
+		struct obj *o = &objs[nvcpus];
+		struct vsched_waiter_config wc = { .size = sizeof(wc), .cond = waiter_cond,
+						   .arg = o };
+		o->is_waiter = true;
+		if (hooks) {
+			wc.before_sleep = before_sleep;
+			wc.after_sleep = after_sleep;
+			wc.hook_arg = o;
+		}
+		if (vsched_waiter_create_ex(vm, &wc, &o->w))
+			fail("[E1] waiter_create");
+		describe("waiter (object %u): consumer T%d\n", nvcpus, o->owner);
+	}
+	misuse_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	misuse_wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+	/* The scripts: 3 bytes an op. */
+	while (in.i + 3 <= in.n) {
+		unsigned t = take(&in) % nthreads, op = take(&in), b = take(&in);
+		unsigned a = op >> 5 | (b & 0xe0) >> 2;
+		op &= 31;
+		if (op >= NOPS)
+			op = OP_POST + op % 4;
+		if (op >= FIRST_MISUSE && (!misuse || !misuse_allowed(op)))
+			op = OP_BLOCK;
+		struct worker *wk = &workers[t];
+		if (wk->nops < MAX_OPS) {
+			wk->ops[wk->nops++] = (struct script_op){ (uint8_t)op, (uint8_t)a,
+								  (uint8_t)b };
+			describe("  T%u %s a=%u b=%u\n", t, op_name[op], a, b);
+		}
+	}
+
+	atomic_store(&late.stop, 0);
+	late.n = 0;
+	pthread_create(&late.th, NULL, late_thread, NULL);
+	pthread_create(&wd, NULL, watchdog, NULL);
+	for (unsigned t = 0; t < nthreads; t++) {
+		workers[t].idx = (int)t;
+		atomic_store(&workers[t].cur_op, -1);
+		pthread_create(&workers[t].th, NULL, worker_main, &workers[t]);
+	}
+	/* Teardown: once every thread is done or asleep in vsched (for 100
+	 * ms, so that long sleeps are seen through), stop
+	 * requests (a waking kind) to every vCPU and a kick to the waiter,
+	 * again every 5 ms, until all are done. */
+	for (unsigned idle = 0;;) {
+		bool all_done = true, quiet = true;
+		for (unsigned t = 0; t < nthreads; t++) {
+			if (!atomic_load(&workers[t].done)) {
+				all_done = false;
+				if (!atomic_load(&workers[t].in_sleep))
+					quiet = false;
+			}
+		}
+		if (all_done)
+			break;
+		idle = quiet ? idle + 1 : 0;
+		if (idle >= 50 || atomic_load(&stopping)) {
+			atomic_store(&stopping, 1);
+			for (unsigned i = 0; i < nvcpus; i++) {
+				atomic_fetch_add(&objs[i].waking, 1);
+				if (vsched_post(objs[i].v, K_STOP) == 0)
+					atomic_fetch_add(&accepted[K_STOP], 1);
+				atomic_fetch_sub(&objs[i].waking, 1);
+			}
+			if (have_waiter) {
+				atomic_fetch_add(&objs[nvcpus].waking, 1);
+				vsched_waiter_kick(objs[nvcpus].w);
+				atomic_fetch_sub(&objs[nvcpus].waking, 1);
+			}
+		}
+		struct timespec ts = { 0, 2000000 };
+		nanosleep(&ts, NULL);
+	}
+	for (unsigned t = 0; t < nthreads; t++)
+		pthread_join(workers[t].th, NULL);
+	atomic_store(&watchdog_stop, 1);
+	pthread_join(wd, NULL);
+	atomic_store(&late.stop, 1);
+	pthread_join(late.th, NULL);
+
+	/* E2: each live vCPU's thread is gone; service what is left here. */
+	uint64_t total[NKINDS] = { 0 };
+	for (unsigned i = 0; i < nvcpus; i++) {
+		struct obj *o = &objs[i];
+		struct vsched_vcpu_stats s = { .size = sizeof(s) };
+		if (!atomic_load(&o->dead)) {
+			int m = vsched_vcpu_mode(o->v);
+			if (m != VSCHED_MODE_OUTSIDE_GUEST)
+				fail("[E1] vCPU %u left in mode %d", i, m);
+			for (int n = 0; n < 4 && vsched_service(o->v) > 0; n++)
+				;
+		} else if (vsched_vcpu_mode(o->v) != VSCHED_MODE_DESTROYED) {
+			fail("[E6] destroyed vCPU %u is back in mode %d at the end", i,
+			     vsched_vcpu_mode(o->v));
+		}
+		vsched_vcpu_read_stats(o->v, &s);
+		for (unsigned k = 0; k < NKINDS; k++) {
+			uint64_t pend = s.kind[k].posted - s.kind[k].serviced - s.kind[k].coalesced;
+			if (!atomic_load(&o->dead) && pend)
+				fail("[E2] live vCPU %u: kind %u still pending after its last service",
+				     i, k);
+			if (k != K_PAY && k != K_TIMER && k != K_TIMER2 &&
+			    atomic_load(&o->handled[k]) != s.kind[k].serviced)
+				fail("[E2] vCPU %u kind %u: %llu handler calls, %llu services counted",
+				     i, k, (unsigned long long)atomic_load(&o->handled[k]),
+				     (unsigned long long)s.kind[k].serviced);
+			total[k] += s.kind[k].posted;
+		}
+	}
+	for (unsigned k = 0; k < NKINDS; k++)
+		if (k != K_PAY && k != K_TIMER && k != K_TIMER2 && total[k] != atomic_load(&accepted[k]))
+			fail("[E2] kind %u: %llu posts accepted, the library counts %llu", k,
+			     (unsigned long long)atomic_load(&accepted[k]),
+			     (unsigned long long)total[k]);
+
+	if (have_waiter && vsched_waiter_destroy(objs[nvcpus].w))
+		fail("[E1] waiter_destroy");
+	if (vsched_vm_destroy(vm))
+		fail("[E1] vm_destroy");
+	vm = NULL;
+	if (!no_nodes_in_flight())
+		fail("[E3] a payload accepted by vsched was neither delivered nor dropped");
+	for (unsigned i = 0; i < nobjs; i++) {
+		for (unsigned j = 0; j < MAX_FDS; j++)
+			close_slot(&objs[i].fds[j]);
+		pthread_mutex_destroy(&objs[i].misuse_lock);
+		pthread_mutex_destroy(&objs[i].fdlock);
+	}
+	close(misuse_fd);
+	close(misuse_wfd);
+	unsigned fds_after = count_fds();
+	if (fds_after != fds_before) {
+		struct timespec ts = { 0, 10000000 };
+		nanosleep(&ts, NULL);
+		fds_after = count_fds();
+	}
+	if (fds_after != fds_before)
+		fail("[E7] %u epoll/eventfd/timerfd fds open before the input, %u after",
+		     fds_before, fds_after);
+}
+
+#ifndef FUZZ_STATE_STANDALONE
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	run_input(data, size);
+	return 0;
+}
+#else
+static uint64_t rng;
+static uint64_t next_rand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static int run_file(const char *path)
+{
+	static uint8_t buf[4096];
+	FILE *f = fopen(path, "rb");
+	size_t n;
+	if (!f) {
+		perror(path);
+		return 1;
+	}
+	n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	run_input(buf, n);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	double seconds = 10;
+	uint64_t seed = (uint64_t)now_ns();
+	unsigned runs = 0;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "t:s:")) != -1) {
+		if (opt == 't')
+			seconds = atof(optarg);
+		else if (opt == 's')
+			seed = strtoull(optarg, NULL, 0);
+		else {
+			fprintf(stderr, "usage: %s [-t seconds] [-s seed] [inputs...]\n",
+				argv[0]);
+			return 2;
+		}
+	}
+	for (int i = optind; i < argc; i++) {
+		if (run_file(argv[i]))
+			return 1;
+		runs++;
+	}
+	printf("fuzz_state: seed %llu\n", (unsigned long long)seed);
+	rng = seed ? seed : 1;
+	uint64_t end = now_ns() + (uint64_t)(seconds * 1e9);
+	while (now_ns() < end) {
+		static uint8_t buf[300];
+		size_t n = 8 + next_rand() % (sizeof(buf) - 8);
+		for (size_t i = 0; i < n; i++)
+			buf[i] = (uint8_t)next_rand();
+		run_input(buf, n);
+		runs++;
+	}
+	printf("fuzz_state: %u inputs, no failure\n", runs);
+	return 0;
+}
+#endif

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# Writes the seed corpus of test/fuzz/fuzz_state.c into corpus_state/:
+# one input per known bug class (issue 22) and a few contract-only mixes.
+# Input layout (fuzz_state.c run_input()): 6 header bytes, then 3 bytes an
+# op: thread, (op | (a & 7) << 5), (b with a's bits 3-5 in b's bits 5-7).
+import os, sys
+
+OPS = ["post", "payload", "broadcast", "kick", "block", "run", "wait", "wkick",
+       "fd_open", "fd_add", "fd_del", "fd_close", "fd_write", "timer_arm",
+       "timer_ctl", "set_poll", "destroy", "fire", "check_once",
+       "m_destroy", "m_fd_add", "m_fd_del", "m_wfd_add", "m_dead_calls",
+       "m_close_reg"]
+
+def header(threads=2, vcpus=1, waiter=False, policy=0, maxi=0, misuse=False,
+           late=0, hooks=False, bias=0, timers=0, sem=0):
+    return bytes([threads - 2,
+                  (vcpus - 1) | (0x10 if waiter else 0),
+                  policy | maxi << 2,
+                  (1 if misuse else 0) | late << 1 | (8 if hooks else 0) | bias << 4,
+                  timers, sem])
+
+def op(t, name, a=0, b=0):
+    o = OPS.index(name)
+    return bytes([t, o | (a & 7) << 5, (b & 0x1f) | ((a >> 3) & 7) << 5])
+
+# deadline index (bias 0): 0 now, 1 100us, 2 1ms, 3 5ms, 4 20ms, 5 60ms,
+# 6 200ms, 7 none. Misuse ops wait (up to 5 ms) for the owner to sleep.
+seeds = {}
+
+# bug 2: fd_add by another thread while the vCPU sleeps on its futex; the
+# next post goes to the eventfd.
+seeds["bug2_fd_add_while_blocked"] = header(misuse=True) + op(0, "block", b=7) + \
+    op(1, "m_fd_add", b=0x11) * 3 + op(1, "post") + op(1, "post", b=1)
+# the same for a waiter
+seeds["bug2_waiter_fd_add_while_waiting"] = header(vcpus=1, waiter=True, misuse=True) + \
+    op(1, "wait", b=7) + op(0, "m_wfd_add", b=0x11) * 3 + op(0, "wkick")
+# bug 3: destroy of a BLOCKED vCPU (no deadline: never woken; 200 ms:
+# resurrected when the sleep ends)
+seeds["bug3_destroy_blocked_none"] = header(misuse=True) + op(0, "block", b=7) + \
+    op(1, "m_destroy", b=0x11) * 3 + op(1, "post")
+seeds["bug3_destroy_blocked_200ms"] = header(misuse=True) + op(0, "block", b=6) * 2 + \
+    op(1, "m_destroy", b=0x11) * 3 + op(1, "post")
+# bug 3 with an fd: the sleeper is in epoll_pwait; destroy closes its
+# timerfd and eventfd, so even a 200 ms deadline never ends the sleep
+seeds["bug3_destroy_blocked_epoll"] = header(misuse=True) + op(0, "fd_open", b=0) + \
+    op(0, "fd_add", b=0) + op(0, "block", b=6) + op(1, "m_destroy", b=0x11) * 3 + \
+    op(1, "post")
+# ...and when a registered fd becomes ready after that destroy, the sleeper
+# wakes and reads the event array destroy freed (ASan: heap-use-after-free)
+seeds["bug3_destroy_blocked_epoll_fd_ready"] = header(misuse=True) + \
+    op(0, "fd_open", b=0) + op(0, "fd_add", b=0) + op(0, "block", b=7) + \
+    op(1, "m_destroy", b=0x11) * 3 + op(1, "fd_write", a=0, b=0)
+# bug 1: late (3 ms) futex wakes land in the next, long, sleep.
+seeds["bug1_late_wake_spin"] = header(late=3) + \
+    (op(0, "block", b=2) + op(0, "run") + op(0, "block", b=6) + op(0, "run")) * 8 + \
+    (op(1, "post") + op(1, "kick")) * 16
+# fd closed while registered, number reused, added and deleted again
+seeds["fd_reuse_two_slots"] = header(misuse=True) + op(0, "fd_open", b=0) + \
+    op(0, "fd_add", b=0) + op(0, "m_close_reg", b=0) + op(0, "fd_open", b=1) + \
+    op(0, "fd_add", b=1) + op(0, "fd_del", b=1) + op(0, "check_once")
+# calls on a destroyed vCPU
+seeds["dead_vcpu_calls"] = header(misuse=True) + op(0, "destroy", b=0) + \
+    op(0, "m_dead_calls") + op(1, "post") + op(1, "kick")
+# contract only: a guest timer due after its vCPU was destroyed; a fire
+# on the destroyed vCPU says it posted it (the post was refused)
+seeds["destroyed_fire_timers"] = header(waiter=True, timers=1) + \
+    op(1, "timer_arm", a=0, b=4) + op(0, "block", b=2) + op(0, "destroy", b=0) + \
+    op(1, "wait", b=3) + op(1, "fire", a=0)
+# contract only: set_poll from another thread while the owner destroys its
+# vCPU (TSan: sleeper_fini's relaxed exchange of own_poll, then free)
+seeds["race_set_poll_vs_destroy"] = header() + op(0, "destroy", b=0) + \
+    op(1, "set_poll", a=0, b=0) + op(1, "set_poll", a=0, b=1)
+# contract only: a waiter with hooks and fds, timers, payloads, 4 threads
+seeds["contract_waiter_fds"] = header(threads=3, vcpus=2, waiter=True, hooks=True,
+                                      policy=3, maxi=3) + \
+    op(2, "fd_open", b=8) + op(2, "fd_add", b=8) + op(2, "wait", b=5) + \
+    op(0, "fd_write", a=2, b=0) + op(1, "wkick") + op(2, "wait", b=7) + \
+    op(0, "fd_open", b=1) + op(0, "fd_add", b=1) + op(0, "block", b=5) + \
+    op(1, "fd_write", a=0, b=1) + op(1, "payload", a=0, b=3) + op(0, "run") + \
+    op(0, "fd_close", b=1) + op(0, "block", b=3)
+seeds["contract_timers"] = header(threads=3, vcpus=2, timers=0x0a, sem=0x5a) + \
+    op(1, "timer_arm", a=0, b=3) + op(0, "block", b=6) + op(0, "run") + \
+    op(2, "timer_arm", a=1, b=4) + op(1, "block", b=6) + op(1, "run") + \
+    op(1, "timer_ctl", a=0, b=1) + op(2, "timer_ctl", a=1, b=3) + \
+    op(0, "block", b=7) + op(2, "post", a=0) + op(1, "block", b=4) + op(0, "fire", a=1)
+seeds["contract_mix_4t"] = header(threads=4, vcpus=3, waiter=True, policy=2, maxi=2) + \
+    b"".join(op(t % 4, n, a=t, b=t * 7)
+             for t, n in enumerate(["post", "block", "broadcast", "payload", "run",
+                                    "kick", "set_poll", "wait", "wkick", "block",
+                                    "fd_open", "fd_add", "fd_write", "check_once",
+                                    "post", "run", "block", "fd_del", "fd_close",
+                                    "broadcast", "payload", "run", "block", "wkick"]))
+
+out = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "corpus_state")
+os.makedirs(out, exist_ok=True)
+for name, data in seeds.items():
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(data)
+print(len(seeds), "seeds in", out)
