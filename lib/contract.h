@@ -48,6 +48,7 @@
 	X(VCPU_SET_POLL, "vsched_vcpu_set_poll", VSCHED__LIVE)                 \
 	X(VCPU_SET_GUEST_POLL, "vsched_vcpu_set_guest_poll", VSCHED__LIVE)     \
 	X(VCPU_KICK, "vsched_vcpu_kick", VSCHED__LIVE)                         \
+	X(VCPU_FIRE_TIMERS, "vsched_vcpu_fire_timers", VSCHED__LIVE)           \
 	X(POST, "vsched_post", VSCHED__LIVE)                                   \
 	X(VCPU_DESTROY, "vsched_vcpu_destroy", VSCHED__IN(OUTSIDE_GUEST))      \
 	X(WAITER_WAIT, "vsched_waiter_wait", VSCHED__IN(OUTSIDE_GUEST))        \

@@ -82,7 +82,20 @@ int vsched_vcpu_set_poll(struct vsched_vcpu *v,
 		return VSCHED_EINVAL;
 	if ((rc = vsched__vcpu_allowed(v, VSCHED__C_VCPU_SET_POLL)))
 		return rc;
-	return vsched__sleeper_set_poll(&v->sl, p);
+	rc = vsched__sleeper_set_poll(&v->sl, p);
+	/* A destroy that raced this call after its check may have finished
+	 * the sleeper before our policy went in: take it back (whichever of
+	 * the two exchanges gets a policy frees it; the owner has stopped,
+	 * so no reader holds it). */
+	if (!rc && vsched__mode_of(atomic_load_explicit(&v->mode, memory_order_seq_cst)) ==
+			   VSCHED_MODE_DESTROYED) {
+		struct vsched__poll_cfg *own = atomic_exchange_explicit(
+			&v->sl.own_poll, NULL, memory_order_acq_rel);
+		if (own)
+			vsched__free(&v->vm->alloc, own, sizeof(*own));
+		return VSCHED_ESHUTDOWN;
+	}
+	return rc;
 }
 
 void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
@@ -104,7 +117,9 @@ void vsched__sleeper_fini(struct vsched__sleeper *s)
 
 	vsched__os_set_close(&s->os);
 	vsched__free_fd_tables(s);
-	own = atomic_exchange_explicit(&s->own_poll, NULL, memory_order_relaxed);
+	/* Acquire: a set_poll that raced the destroy published its policy
+	 * with a release (it takes its own back if it saw DESTROYED after). */
+	own = atomic_exchange_explicit(&s->own_poll, NULL, memory_order_acq_rel);
 	if (own)
 		vsched__free(&s->vm->alloc, own, sizeof(*own));
 }

@@ -27,6 +27,7 @@
 
 #include "abi.h"
 #include "mode.h"
+#include "contract.h"
 #include "timers.h"
 
 static uint64_t now_of(const struct vsched_timer *t)
@@ -269,6 +270,8 @@ int vsched_vcpu_fire_timers(struct vsched_vcpu *v)
 
 	if (!v)
 		return VSCHED_EINVAL;
+	if ((fired = vsched__vcpu_allowed(v, VSCHED__C_VCPU_FIRE_TIMERS)))
+		return fired;
 	n = atomic_load_explicit(&v->ntimers_pub, memory_order_acquire);
 	if (!n)
 		return 0;

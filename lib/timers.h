@@ -71,11 +71,15 @@ static inline bool line_high(uint64_t w, uint64_t now)
 	return deadline_of(w) && !(w & OFF) && deadline_of(w) <= now;
 }
 
-static inline void post_expiry(struct vsched_timer *t)
+/* Post the expiry; counted and traced only when the post was accepted (a
+ * destroyed vCPU refuses it). Returns 1 if it was. */
+static inline int post_expiry(struct vsched_timer *t)
 {
+	if (vsched_post(t->vcpu, t->kind) != 0)
+		return 0;
 	vsched__count_shared(&t->st.fired);
 	VSCHED__TRACE2(timer_fire, t->vcpu->id, t->kind);
-	vsched_post(t->vcpu, t->kind);
+	return 1;
 }
 
 /* Post timer `t`'s expiry if it is due at `now` and not yet posted: 1 if
@@ -87,8 +91,7 @@ static inline int vsched__timer_fire_one(struct vsched_timer *t, uint64_t now)
 		if (atomic_compare_exchange_weak_explicit(&t->word, &w, w | EXPIRED,
 							  memory_order_seq_cst,
 							  memory_order_acquire)) {
-			post_expiry(t);
-			return 1;
+			return post_expiry(t);
 		}
 	}
 	return 0;

@@ -228,7 +228,9 @@ VSCHED_API int vsched_timer_read_stats(const struct vsched_timer *t,
 /**
  * Post every expired timer of the vCPU now (the vCPU's own thread can call
  * this before entry when no timer service runs).
- * @return number posted, or VSCHED_EINVAL. Any thread.
+ * @return number posted (an expiry a destroyed vCPU refused is not
+ * counted), VSCHED_EINVAL or VSCHED_ESHUTDOWN. States: any but DESTROYED.
+ * Context: any thread.
  */
 VSCHED_API int vsched_vcpu_fire_timers(struct vsched_vcpu *vcpu);
 

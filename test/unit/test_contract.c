@@ -182,6 +182,7 @@ static int c_guest_poll(struct fix *f)
 	return vsched_vcpu_set_guest_poll(f->v, true);
 }
 static int c_kick(struct fix *f) { return vsched_vcpu_kick(f->v); }
+static int c_fire(struct fix *f) { return vsched_vcpu_fire_timers(f->v); }
 static int c_post(struct fix *f) { return vsched_post(f->v, K_NOWAKE); }
 static int c_destroy(struct fix *f) { return vsched_vcpu_destroy(f->v); }
 
@@ -195,6 +196,7 @@ static const struct call vcpu_calls[] = {
 	{ VSCHED__C_VCPU_SET_POLL, c_set_poll },
 	{ VSCHED__C_VCPU_SET_GUEST_POLL, c_guest_poll },
 	{ VSCHED__C_VCPU_KICK, c_kick },
+	{ VSCHED__C_VCPU_FIRE_TIMERS, c_fire },
 	{ VSCHED__C_POST, c_post },
 	{ VSCHED__C_VCPU_DESTROY, c_destroy },
 };
