@@ -130,6 +130,7 @@ void vsched__sleeper_fini(struct vsched__sleeper *s)
  * and none of its work sits between "a reason to run" and the return. */
 void vsched__learn(struct vsched__sleeper *s, int id)
 {
+	(void)id; /* the trace's only */
 	uint64_t before = s->poll.window_ns;
 
 	s->lesson_pending = false;
