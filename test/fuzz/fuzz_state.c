@@ -8,7 +8,11 @@
  * pipes and eventfds, timer arm/disarm/set_ctl/fire, set_poll, destroy.
  * The threads run their scripts concurrently against real futexes, epoll
  * and the real clock; a watchdog thread and a reference model check the
- * expectations below as the calls run, and again after teardown.
+ * expectations below as the calls run, and again after teardown. The
+ * VM's `wake` host callback is the futex wake plus, per input, a second
+ * FUTEX_WAKE of the same word 0.1-3 ms later (a waker delayed by
+ * preemption): spurious returns of the default futex wait, which vm.h
+ * allows. The other callbacks are the defaults.
  *
  * Built two ways: with libFuzzer (clang, -fsanitize=fuzzer, target
  * fuzz_state, and fuzz_state_tsan under ThreadSanitizer) and as a plain
@@ -17,7 +21,7 @@
  * runs the given inputs, then random inputs from the seed until the time
  * is up. A failure prints the decoded script, the merged per-thread call
  * log and the expectation broken, then aborts (libFuzzer saves the input;
- * run `fuzz_state crash-<hash>` or `fuzz_state_run crash-<hash>` again:
+ * run `fuzz_state crash-<hash>` or `fuzz_state_run -t 0 crash-<hash>` again:
  * the calls are the same, the interleaving varies).
  * Environment: FUZZ_STATE_NO_MISUSE=1 runs the contract calls only;
  * FUZZ_STATE_MISUSE=close_reg,dead_calls makes only those misuse calls
