@@ -387,7 +387,10 @@ static int arm(struct vsched__sleeper *s, uint32_t blocked)
 		atomic_store_explicit(&s->sleep_evfd, evfd, memory_order_relaxed);
 	old = vsched__mode_arm(s, blocked);
 	if (VSCHED__UNLIKELY(old != vsched__mode_with(blocked, VSCHED_MODE_OUTSIDE_GUEST)))
-		return VSCHED_ESHUTDOWN; /* DESTROYED, the only other writer's */
+		/* DESTROYED, the only other writer's; anything else is a
+		 * second owner that raced past the contract's check. */
+		return vsched__mode_of(old) == VSCHED_MODE_DESTROYED ? VSCHED_ESHUTDOWN
+								    : VSCHED_ESTATE;
 	return 0;
 }
 
@@ -415,7 +418,10 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 	runnable_leave(s);
 	hl->sleep_start = ops->now_ns(ops->ctx);
 	hl->waited = true;
-	const uint64_t cpu0 = ++s->sleeps % SLEEP_SAMPLE ? 0 : vsched__thread_cpu_ns();
+	/* Only the policy that uses it, and only when not given. */
+	const bool sample = s->params.policy == VSCHED_POLL_ADAPTIVE &&
+			    !s->params.sleep_cpu_ns && !(++s->sleeps % SLEEP_SAMPLE);
+	const uint64_t cpu0 = sample ? vsched__thread_cpu_ns() : 0;
 	for (;;) {
 		uint64_t eff = op->deadline(t, hl->deadline);
 		/* The arm's mechanism, which the wakers read
@@ -442,7 +448,15 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 			break;
 		}
 		/* Woken with nothing to do (its event was consumed before we
-		 * looked): arm again. */
+		 * looked, or a doorbell rang for a false condition): arm
+		 * again, unless the caller's deadline has passed meanwhile (a
+		 * doorbell that keeps ringing must not starve it). */
+		if (ops->now_ns(ops->ctx) >= hl->deadline) {
+			reason = s->nlook && vsched__fd_check(s, hl->res)
+					 ? VSCHED_WAKE_FD
+					 : VSCHED_WAKE_DEADLINE;
+			break;
+		}
 		reason = arm(s, blocked);
 		if (reason)
 			break;

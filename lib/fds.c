@@ -86,6 +86,11 @@ void vsched__free_fd_tables(struct vsched__sleeper *s)
 	s->nslots = 0;
 }
 
+/* The epoll events an fd_add may ask for: level-triggered readiness. */
+#define FD_EVENTS                                                              \
+	(EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLRDHUP | EPOLLERR | EPOLLHUP |     \
+	 EPOLLRDNORM | EPOLLRDBAND | EPOLLWRNORM | EPOLLWRBAND)
+
 /* The slot of user fd number `fd`, or -1. */
 static int slot_of(const struct vsched__sleeper *s, int fd)
 {
@@ -139,15 +144,18 @@ static int free_slot(struct vsched__sleeper *s)
 }
 
 /*
- * One flag, use_evfd, selects both halves of the wakeup: the sleeper sleeps
- * in epoll_pwait iff it is set (engine()), and a waker writes the eventfd
- * iff it is set (vsched__wake_sleeper()). It is set only once the epoll set
- * holds the eventfd, the timerfd and the caller's fd; a first call that
- * fails anywhere closes what it created and leaves the flag clear, so the
- * sleeper stays on the futex that wakers use. No waker can hold the
- * unpublished eventfd: it reads s->os.evfd only after seeing the flag.
- * Context: the owner thread, which is not asleep, so no sleep is switching
- * mechanism under us.
+ * use_evfd moves the sleeper's next sleep to epoll_pwait: each arm reads it,
+ * publishes the mechanism of that sleep in sleep_evfd before it arms
+ * BLOCKED, and the waker that wins that BLOCKED word reads sleep_evfd
+ * (vsched__wake_sleeper(); protocol.md "The wake mechanism"). It is set
+ * only once the epoll set holds the eventfd, the timerfd and the caller's
+ * fd; a first call that fails anywhere closes what it created and leaves
+ * the flag clear, so the sleeper stays on the futex. No waker can hold the
+ * unpublished eventfd: it reads s->os.evfd only after seeing sleep_evfd,
+ * which the owner sets only after seeing use_evfd.
+ * Context: the owner thread, not asleep (the contract refuses the call
+ * while it is inside the engine), so the tables never change under a
+ * sleep.
  */
 int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 			   uint64_t tag)
@@ -158,24 +166,25 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 	const bool bell = events & VSCHED_FD_DOORBELL;
 
 	events &= ~(uint32_t)VSCHED_FD_DOORBELL;
-	if (fd < 0 || !events || (events & EPOLLET))
+	/* Level-triggered readiness only (no EPOLLET, EPOLLONESHOT,
+	 * EPOLLEXCLUSIVE, EPOLLWAKEUP: each would silence a wake source);
+	 * a doorbell is read by vsched, so it is EPOLLIN alone. */
+	if (fd < 0 || !events || (events & ~FD_EVENTS) || (bell && events != EPOLLIN))
 		return VSCHED_EINVAL;
 	if (first && (rc = vsched__os_set_open(&s->os)))
 		return rc; /* open() closed what it created */
 	/* epoll hands back a slot number (the engine's own fds use 0 and
 	 * 1); the user's tag is kept in the slot. */
-	int i = free_slot(s);
-	if (i < 0) {
-		rc = VSCHED_ENOMEM;
-		goto undo;
-	}
 	/* An fd number still in the table whose file was closed (epoll
 	 * dropped it with its last reference) and which now names another
 	 * file: the new registration takes its slot, so that each number
 	 * has one slot and fd_del's count stays right. */
 	int old = slot_of(s, fd);
-	if (old >= 0)
-		i = old;
+	int i = old >= 0 ? old : free_slot(s);
+	if (i < 0) {
+		rc = VSCHED_ENOMEM;
+		goto undo;
+	}
 	rc = vsched__os_ctl(&s->os, EPOLL_CTL_ADD, fd, events, SLOT_USER + (unsigned)i);
 	if (rc == -EEXIST)
 		rc = VSCHED_EEXIST;
@@ -208,13 +217,17 @@ int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd)
 	int rc, i;
 	if (!atomic_load_explicit(&s->use_evfd, memory_order_relaxed) || fd < 0)
 		return VSCHED_EINVAL;
-	rc = vsched__os_ctl(&s->os, EPOLL_CTL_DEL, fd, 0, 0);
+	/* Only an fd of the table: the epoll set also holds the sleeper's
+	 * own eventfd and timerfd. */
 	i = slot_of(s, fd);
-	if (i >= 0) {
-		s->fd_of[i] = -1;
-		s->nfds--;
-		s->nlook -= !s->bell_of[i];
-	}
+	if (i < 0)
+		return -ENOENT;
+	rc = vsched__os_ctl(&s->os, EPOLL_CTL_DEL, fd, 0, 0);
+	if (rc && rc != -EBADF && rc != -ENOENT)
+		return rc; /* still registered */
+	s->fd_of[i] = -1;
+	s->nfds--;
+	s->nlook -= !s->bell_of[i];
 	return rc; /* the sleeper stays on epoll, the flag stays set */
 }
 

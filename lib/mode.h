@@ -23,7 +23,9 @@
  * Only the vCPU's own thread changes the generation. Posters change the word
  * only with a CAS from IN_GUEST (to EXITING_GUEST), from BLOCKED (to
  * OUTSIDE_GUEST, the wakeup) or to set ACK_WAITERS while in guest mode, so
- * every transition the vCPU makes out of those states is an exchange.
+ * every transition the vCPU makes out of those states is an RMW (an
+ * exchange out of the guest; a CAS into and out of BLOCKED). Destroy
+ * changes it only with a CAS from OUTSIDE_GUEST to DESTROYED.
  * A generic waiter's state word has the same encoding (no generation).
  */
 /* VSCHED__MODE_MASK, VSCHED__ACK_WAITERS, VSCHED__GEN_ONE and
@@ -90,8 +92,8 @@ static inline void vsched__mode_set_relaxed(struct vsched__sleeper *s,
 
 /* protocol.md "The way back from a sleep". Owner thread, word armed at
  * `blocked`: leave BLOCKED ourselves (timeout, signal, fd), the slow way
- * back, an exchange (store + full barrier). Returns the old word: not
- * `blocked` means a poster raced us and already woke us. */
+ * back, a CAS (store + full barrier). Returns the old word: not `blocked`
+ * means a poster raced us and already woke us. */
 static inline uint32_t vsched__mode_leave_blocked(struct vsched__sleeper *s,
 						  uint32_t blocked)
 {

@@ -132,6 +132,14 @@ void vsched__os_signal(const struct vsched__os_set *o)
 	(void)r; /* EAGAIN: the counter is saturated, still readable */
 }
 
+void vsched__os_drain_all(int fd)
+{
+	uint64_t v;
+
+	for (int i = 0; i < 64 && read(fd, &v, sizeof(v)) > 0; i++)
+		;
+}
+
 void vsched__os_drain(int fd)
 {
 	uint64_t v;

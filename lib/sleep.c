@@ -145,10 +145,13 @@ static void sort_events(struct vsched__sleeper *s, int n,
 			vsched__os_drain(s->os.tfd);
 			s->tfd_at = TFD_UNKNOWN;
 			*timer = true;
-		} else if (vsched__user_slot(s, slot) && s->bell_of[slot - SLOT_USER]) {
-			vsched__os_drain(s->fd_of[slot - SLOT_USER]);
+		} else if (vsched__user_slot(s, slot) && s->bell_of[slot - SLOT_USER] &&
+			   !(s->ev[i].events & (EPOLLHUP | EPOLLERR))) {
+			vsched__os_drain_all(s->fd_of[slot - SLOT_USER]);
 			*bell = true;
 		} else if (vsched__user_slot(s, slot)) {
+			/* Ready, or a doorbell hung up or in error: reported,
+			 * so that its owner can fd_del it (it would ring on). */
 			vsched__add_tag(res, s->tag_of[slot - SLOT_USER]);
 		}
 	}
@@ -184,13 +187,14 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 			return n;
 		}
 		sort_events(s, n, res, &timer, &bell);
-		if (timer && early != kd && !res->nready_total &&
+		if (timer && early != kd && !res->nready_total && !bell &&
 		    atomic_load_explicit(s->word, memory_order_relaxed) == blocked) {
 			uint64_t woke = vsched__clock_now(NULL);
 			learn_margin(&s->fd_margin_ns, woke > early ? woke - early : 0);
 			finish_on_time(s, blocked, kd);
 			/* The fds once more, as the sleep would have seen them. */
-			if (atomic_load_explicit(s->word, memory_order_relaxed) == blocked)
+			if (s->nlook &&
+			    atomic_load_explicit(s->word, memory_order_relaxed) == blocked)
 				vsched__collect_ready(s, res);
 		}
 		if (!vsched__mode_still(s, blocked)) {

@@ -90,10 +90,10 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 	pthread_mutex_lock(&vm->lock);
 	/* Only from OUTSIDE_GUEST (lib/contract.h), and with a CAS from the
 	 * word seen there: a vCPU in the guest or inside vsched_vcpu_block()
-	 * is still its thread's, and its thread's next exchange (the exit,
-	 * the arm) would overwrite DESTROYED. A sleeper that raced the CAS
-	 * finds DESTROYED at its arm and puts it back (protocol.md "Destroy
-	 * against a sleeper"). */
+	 * is still its thread's, and its thread's next exchange (the exit)
+	 * would overwrite DESTROYED. A sleeper that raced the CAS fails its
+	 * arm's CAS on DESTROYED and returns VSCHED_ESHUTDOWN (protocol.md
+	 * "Destroy against a sleeper"). */
 	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
 	do {
 		if ((rc = vsched__allowed(VSCHED__C_VCPU_DESTROY, m))) {

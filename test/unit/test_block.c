@@ -1323,6 +1323,81 @@ static void test_doorbell_fd(void **state)
 	vsched_vm_destroy(vm);
 }
 
+/* Review of the doorbell and fd code (issue 23/22): a doorbell that keeps
+ * ringing does not starve the deadline; a doorbell whose writer hung up is
+ * reported (it would ring forever); a doorbell is EPOLLIN alone, and no
+ * fd_add asks for an event that silences a source; fd_del of an fd that
+ * was never added is -ENOENT and leaves the sleeper's own eventfd and
+ * timerfd registered (a kick still wakes it). */
+static void *kick_later(void *arg)
+{
+	usleep(20000);
+	atomic_store(&bell_cond, 1);
+	vsched_waiter_kick(arg);
+	return NULL;
+}
+
+static void test_doorbell_review(void **state)
+{
+	struct vsched_block_result res = { .size = sizeof(res) };
+	struct vsched_waiter *w;
+	int p[2];
+	pthread_t t;
+	(void)state;
+
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_waiter_config c = {
+		.size = sizeof(c), .cond = bell_ready,
+		.before_sleep = bell_before, .after_sleep = bell_after,
+	};
+	atomic_store(&bell_cond, 0);
+	assert_int_equal(vsched_waiter_create_ex(vm, &c, &w), 0);
+	/* A semaphore eventfd with a count no drain empties: it rings at
+	 * every sleep, for a false condition. */
+	int sem = eventfd(0, EFD_NONBLOCK | EFD_SEMAPHORE);
+	assert_int_equal(eventfd_write(sem, 1000000000), 0);
+	assert_int_equal(vsched_waiter_fd_add(w, sem, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
+	assert_int_equal(vsched_waiter_wait(w, vsched_now_ns(vm) + 2000000, &res),
+			 VSCHED_WAKE_DEADLINE);
+	assert_int_equal(vsched_waiter_fd_del(w, sem), 0);
+	close(sem);
+	/* A pipe doorbell whose writer closed: reported, with its tag. */
+	assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+	assert_int_equal(vsched_waiter_fd_add(w, p[0], EPOLLIN | VSCHED_FD_DOORBELL, 9), 0);
+	close(p[1]);
+	assert_int_equal(vsched_waiter_wait(w, vsched_now_ns(vm) + 1000000000, &res),
+			 VSCHED_WAKE_FD);
+	assert_int_equal(res.nready, 1);
+	assert_int_equal(res.tags[0], 9);
+	assert_int_equal(vsched_waiter_fd_del(w, p[0]), 0);
+	/* Refused: a doorbell for anything but EPOLLIN; one-shot, exclusive
+	 * or wakeup events on any fd. */
+	int e = eventfd(0, EFD_NONBLOCK);
+	assert_int_equal(vsched_waiter_fd_add(w, e, EPOLLOUT | VSCHED_FD_DOORBELL, 1),
+			 VSCHED_EINVAL);
+	assert_int_equal(vsched_waiter_fd_add(w, e, EPOLLIN | EPOLLONESHOT, 1),
+			 VSCHED_EINVAL);
+	assert_int_equal(vsched_waiter_fd_add(w, e, EPOLLIN | EPOLLEXCLUSIVE, 1),
+			 VSCHED_EINVAL);
+	/* fd_del of every number but `e`'s (never added, or the library's
+	 * own): -ENOENT, nothing removed. */
+	for (int fd = 0; fd < 64; fd++)
+		if (fd != e)
+			assert_int_equal(vsched_waiter_fd_del(w, fd), -ENOENT);
+	assert_int_equal(vsched_waiter_fd_del(w, e), -ENOENT);
+	/* ...so a kick still wakes the sleeper. */
+	assert_int_equal(pthread_create(&t, NULL, kick_later, w), 0);
+	assert_int_equal(vsched_waiter_wait(w, VSCHED_DEADLINE_NONE, &res),
+			 VSCHED_WAKE_REQUEST);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	atomic_store(&bell_cond, 0);
+	close(p[0]);
+	close(e);
+	assert_int_equal(vsched_waiter_destroy(w), 0);
+	vsched_vm_destroy(vm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1345,6 +1420,7 @@ int main(void)
 		cmocka_unit_test(test_wait_error_is_reported),
 		cmocka_unit_test(test_policy_learns_every_halt),
 		cmocka_unit_test(test_doorbell_fd),
+		cmocka_unit_test(test_doorbell_review),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
