@@ -190,6 +190,17 @@ int8_t vsched__post_rank_of(const struct vsched__table *t, unsigned kind)
 	return (int8_t)r;
 }
 
+/* A post that set its bit and then read DESTROYED: refused, and the bit it
+ * set taken back, so that the dead vCPU's pending word counts only posts
+ * that were accepted (a post that coalesced onto it before the destroy
+ * was counted as coalesced). A bit that was set already is left. */
+static int refuse_dead(struct vsched_vcpu *v, uint64_t bit, int coalesced)
+{
+	if (!coalesced)
+		atomic_fetch_and_explicit(&v->pending, ~bit, memory_order_relaxed);
+	return VSCHED_ESHUTDOWN;
+}
+
 /* Set the bit of rank r, barrier, read the mode, decide. *seen gets the mode
  * word the decision was made on. */
 static inline __attribute__((always_inline)) int
@@ -214,6 +225,10 @@ post_rank(struct vsched_vcpu *v, unsigned r, unsigned flags,
 	}
 	/* Dekker, poster side: the inline post's own sequence. */
 	old = vsched__post_bit(vsched__hot(v), bit, &m);
+	/* Destroyed meanwhile: refused as the inline post is, unless a
+	 * payload is queued already (payload_drop hands it back). */
+	if (VSCHED__UNLIKELY(vsched__mode_of(m) == VSCHED_MODE_DESTROYED) && !payload)
+		return refuse_dead(v, bit, old != 0);
 	VSCHED__TRACE2(post, v->id, v->vm->table.by_rank[r].kind);
 	if (old & bit)
 		vsched__count_shared(&v->ps.coalesced[r]);
@@ -286,9 +301,9 @@ int vsched__post_finish(struct vsched_vcpu *v, unsigned kind, uint32_t m,
 	unsigned r = (unsigned)v->vm->table.rank_of[kind];
 
 	/* A destroy won the word before our bit was seen: refused, as the
-	 * slow path would (the bit stays with the dead vCPU). */
+	 * slow path would. */
 	if (VSCHED__UNLIKELY(vsched__mode_of(m) == VSCHED_MODE_DESTROYED))
-		return VSCHED_ESHUTDOWN;
+		return refuse_dead(v, UINT64_C(1) << r, coalesced);
 	if (coalesced)
 		vsched__count_shared(&v->ps.coalesced[r]);
 	if (vsched__mode_of(m) == VSCHED_MODE_IN_GUEST ||
