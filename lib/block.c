@@ -59,17 +59,18 @@ static _Atomic int runnable_vcpus;
 
 static void runnable_enter(const struct target *t)
 {
-	if (t->op->runnable && !t->s->counted_runnable) {
+	if (t->op->runnable &&
+	    !atomic_load_explicit(&t->s->counted_runnable, memory_order_relaxed)) {
 		atomic_fetch_add_explicit(&runnable_vcpus, 1, memory_order_relaxed);
-		t->s->counted_runnable = true;
+		atomic_store_explicit(&t->s->counted_runnable, true, memory_order_relaxed);
 	}
 }
 
 static void runnable_leave(struct vsched__sleeper *s)
 {
-	if (s->counted_runnable) {
+	if (atomic_load_explicit(&s->counted_runnable, memory_order_relaxed)) {
 		atomic_fetch_sub_explicit(&runnable_vcpus, 1, memory_order_relaxed);
-		s->counted_runnable = false;
+		atomic_store_explicit(&s->counted_runnable, false, memory_order_relaxed);
 	}
 }
 

@@ -126,7 +126,10 @@ struct vsched__sleeper {
 	uint64_t sleep_cpu_ns;      /* measured CPU of a woken sleep (EWMA) */
 	unsigned sleeps;            /* sleeps armed: one in SLEEP_SAMPLE is timed */
 	struct vsched_poll_params params; /* the policy in force */
-	bool counted_runnable;
+	/* Owner-only, but read by a destroy that raced the owner out of its
+	 * contract: relaxed atomics (plain moves), so that such a race costs
+	 * the contention count one at most, never a data race. */
+	_Atomic bool counted_runnable;
 	/* The last halt, for the policy to learn at the next halt's start
 	 * (lib/block.c, learn()): not between "a reason to run" and the
 	 * return. */
