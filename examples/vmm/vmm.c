@@ -387,7 +387,11 @@ void vmm_fini(struct vmm *m)
 		vsched_timer_service_stop(m->ts);
 		pthread_join(m->ts_thread, NULL);
 	}
+	/* kvm.h's teardown order: destroy each vCPU (no kick callback runs
+	 * after it), then the backend's detach. */
 	for (unsigned i = 0; i < m->o.vcpus; i++) {
+		if (m->vcpus[i].vs)
+			vsched_vcpu_destroy(m->vcpus[i].vs);
 		if (m->vcpus[i].be)
 			m->be->vcpu_fini(&m->vcpus[i]);
 	}
