@@ -238,9 +238,19 @@ static int gov_new(struct fake_kvm *k, unsigned nvcpus,
 	struct vsched_kvm_gov_ops ops = { f_check, f_set, f_stats_fd, f_pread,
 					  f_close, k };
 	struct vsched_kvm_gov_config d = { .size = sizeof(d) };
+	static struct vsched_poll_params p;
 
 	if (!c)
 		c = &d;
+	if (!c->poll) {
+		/* The governor's default policy with x86's 200 us window, on
+		 * every arch (the arch's own is its profile's: arm64 500 us,
+		 * power 10 us), so that the decisions below are the same. */
+		vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 200000, &p);
+		p.decay_shift = 8;
+		p.latency_weight = 4;
+		c->poll = &p;
+	}
 	c->ops = &ops; /* copied by create */
 	return vsched_kvm_gov_create(100, vcpu_fds, nvcpus, c, g);
 }
