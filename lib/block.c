@@ -371,30 +371,6 @@ poll_window(const struct target_ops *op, const struct target *t,
 	return 0;
 }
 
-/* Arm BLOCKED for one sleep (protocol.md "The wake mechanism"): the
- * mechanism that sleep uses is published first, in sleep_evfd, so that the
- * waker whose CAS reads this BLOCKED word reads it too (the exchange is a
- * release). An fd_add meanwhile moves the next arm to epoll, never this
- * one. Returns 0, or VSCHED_ESHUTDOWN when the word said DESTROYED (a
- * destroy that raced the block's start, outside its contract): the arm is
- * a CAS, so DESTROYED is never overwritten (protocol.md "Destroy against
- * a sleeper"). Owner thread. */
-static int arm(struct vsched__sleeper *s, uint32_t blocked)
-{
-	bool evfd = atomic_load_explicit(&s->use_evfd, memory_order_acquire);
-	uint32_t old;
-
-	if (evfd != atomic_load_explicit(&s->sleep_evfd, memory_order_relaxed))
-		atomic_store_explicit(&s->sleep_evfd, evfd, memory_order_relaxed);
-	old = vsched__mode_arm(s, blocked);
-	if (VSCHED__UNLIKELY(old != vsched__mode_with(blocked, VSCHED_MODE_OUTSIDE_GUEST)))
-		/* DESTROYED, the only other writer's; anything else is a
-		 * second owner that raced past the contract's check. */
-		return vsched__mode_of(old) == VSCHED_MODE_DESTROYED ? VSCHED_ESHUTDOWN
-								    : VSCHED_ESTATE;
-	return 0;
-}
-
 /* Arm BLOCKED, full barrier, re-check (the Dekker pair with vsched_post()
  * and vsched_vcpu_kick(), doc/protocol.md), then sleep until a reason to
  * run, the deadline or an error. Returns the reason. */
@@ -408,7 +384,7 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 	const bool hooked = op->before_sleep(t);
 	int reason;
 
-	reason = arm(s, blocked);
+	reason = vsched__arm(s, blocked);
 	if (reason)
 		goto out;
 	reason = op->ready(t);
@@ -458,7 +434,7 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 					 : VSCHED_WAKE_DEADLINE;
 			break;
 		}
-		reason = arm(s, blocked);
+		reason = vsched__arm(s, blocked);
 		if (reason)
 			break;
 		reason = op->ready(t);

@@ -55,6 +55,30 @@ static void learn_margin(uint64_t *margin, uint64_t late)
 	*margin = (uint64_t)(m < MARGIN_MAX ? m : MARGIN_MAX);
 }
 
+/* Arm BLOCKED for one sleep (protocol.md "The wake mechanism"): the
+ * mechanism that sleep uses is published first, in sleep_evfd, so that the
+ * waker whose CAS reads this BLOCKED word reads it too (the CAS is a
+ * release). An fd_add meanwhile moves the next arm to epoll, never this
+ * one. Returns 0, or VSCHED_ESHUTDOWN when the word said DESTROYED (a
+ * destroy that raced the block's start, outside its contract): the arm is
+ * a CAS, so DESTROYED is never overwritten (protocol.md "Destroy against
+ * a sleeper"). Owner thread. */
+int vsched__arm(struct vsched__sleeper *s, uint32_t blocked)
+{
+	bool evfd = atomic_load_explicit(&s->use_evfd, memory_order_acquire);
+	uint32_t old;
+
+	if (evfd != atomic_load_explicit(&s->sleep_evfd, memory_order_relaxed))
+		atomic_store_explicit(&s->sleep_evfd, evfd, memory_order_relaxed);
+	old = vsched__mode_arm(s, blocked);
+	if (VSCHED__UNLIKELY(old != vsched__mode_with(blocked, VSCHED_MODE_OUTSIDE_GUEST)))
+		/* DESTROYED, the only other writer's; anything else is a
+		 * second owner that raced past the contract's check. */
+		return vsched__mode_of(old) == VSCHED_MODE_DESTROYED ? VSCHED_ESHUTDOWN
+								    : VSCHED_ESTATE;
+	return 0;
+}
+
 /* The rest of an early timed wakeup: spin on the word until the kernel
  * deadline `kd` (CLOCK_MONOTONIC) or a poster moves it. Reads only. */
 static void finish_on_time(struct vsched__sleeper *s, uint32_t blocked,

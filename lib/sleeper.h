@@ -30,6 +30,10 @@
  * any on-time spin could start, learnt as an EWMA (1/8). */
 #define SLEEP_SAMPLE 8
 
+/* lib/sleep.c: arm `blocked` for one sleep, publishing its wake mechanism
+ * first. 0, or VSCHED_ESHUTDOWN (destroyed) / VSCHED_ESTATE (another
+ * owner) with nothing written. */
+int vsched__arm(struct vsched__sleeper *s, uint32_t blocked);
 /* lib/sleep.c: sleep armed at `blocked` until a waker, the deadline (in
  * the VM's clock), a signal or an error. Returns 0 (woken: look again),
  * VSCHED_WAKE_DEADLINE, VSCHED_WAKE_SIGNAL, VSCHED_WAKE_FD (epoll: the
