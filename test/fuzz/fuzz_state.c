@@ -991,11 +991,12 @@ static void op_fd(struct worker *wk, struct obj *o, unsigned oi, unsigned op,
 		break;
 	}
 	case OP_FD_DEL:
-		if (o->is_waiter || !s->type || (dead && !misuse)) {
+		if (!s->type || (dead && !misuse)) {
 			called = false;
 			break;
 		}
-		rc = vsched_vcpu_fd_del(o->v, s->fd);
+		rc = o->is_waiter ? vsched_waiter_fd_del(o->w, s->fd)
+				  : vsched_vcpu_fd_del(o->v, s->fd);
 		CHECK_RC(rc, "fd_del");
 		if (dead) {
 			if (rc == 0)
@@ -1010,12 +1011,13 @@ static void op_fd(struct worker *wk, struct obj *o, unsigned oi, unsigned op,
 			s->reg = 0;
 		break;
 	case OP_FD_CLOSE:
-		called = s->type && !(s->reg == 1 && o->is_waiter);
+		called = s->type;
 		if (!called)
-			break; /* (no waiter fd_del: closed at teardown) */
+			break;
 		if (s->reg == 1) {
 			if (!dead) {
-				rc = vsched_vcpu_fd_del(o->v, s->fd);
+				rc = o->is_waiter ? vsched_waiter_fd_del(o->w, s->fd)
+						  : vsched_vcpu_fd_del(o->v, s->fd);
 				if (rc != 0)
 					fail("[E8] fd_del of registered fd %d returned %d",
 					     s->fd, rc);
