@@ -174,7 +174,10 @@ VSCHED_API int vsched_vcpu_set_guest_poll(struct vsched_vcpu *vcpu, bool allow);
 
 /**
  * Add a file descriptor as a wake source of the vCPU's sleeps
- * (level-triggered; `events` as for epoll, e.g. EPOLLIN). From then on the
+ * (level-triggered; `events` as for epoll, e.g. EPOLLIN, plus
+ * VSCHED_FD_DOORBELL; EPOLLET, EPOLLONESHOT, EPOLLEXCLUSIVE and EPOLLWAKEUP
+ * are refused with VSCHED_EINVAL: each would silence the source, or tie
+ * it to one sleeper of several). From then on the
  * vCPU sleeps in epoll_pwait and is woken through an eventfd. The first call
  * creates the epoll, eventfd and timerfd descriptors; if it fails (the
  * kernel refuses `fd`: closed, a regular file...) it closes them again and
