@@ -280,6 +280,9 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 			.before_sleep = hook_arm, .after_sleep = hook_disarm,
 			.hook_arg = &io,
 		};
+		/* The recipe (doc/adopting.md): the waiter profile. */
+		vsched_poll_defaults_waiter(VSCHED_POLL_ADAPTIVE, &p);
+		cfg.poll = &p;
 		if (c == C_KNOB) {
 			vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, opt_knob_max_us * 1000ull, &p);
 			if (opt_knob_weight)

@@ -300,7 +300,9 @@ void vsched__poll_update(const struct vsched_poll_params *p,
 			 struct vsched_poll_state *s, uint64_t window_ns,
 			 uint64_t halt_ns, bool valid);
 void vsched__poll_read(struct vsched_vm *vm, struct vsched__poll_cfg *out);
-/* Check and copy a caller's parameters (lib/abi.h rule). */
+/* Check and copy a caller's parameters (lib/abi.h rule). cpu_budget_pct
+ * above this (100x the incumbent's CPU) is refused. */
+#define VSCHED__POLL_BUDGET_MAX 10000
 bool vsched__poll_params_ok(const struct vsched_poll_params *p,
 			    struct vsched_poll_params *n);
 

@@ -43,6 +43,18 @@ int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
 	out->latency_weight = 0;
 	out->decay_shift = 6;
 	out->spin_pct = 25;
+	out->cpu_budget_pct = 100;
+	return 0;
+}
+
+int vsched_poll_defaults_waiter(unsigned policy, struct vsched_poll_params *out)
+{
+	int rc = vsched_poll_defaults(policy, VSCHED_POLL_WAITER_MAX_NS, out);
+	if (rc)
+		return rc;
+	out->grow_start_ns = 4000;
+	out->shrink = 0;
+	out->wake_cost_ns = 10000;
 	return 0;
 }
 
@@ -55,11 +67,13 @@ bool vsched__poll_params_ok(const struct vsched_poll_params *p,
 				    VSCHED__SIZE_TO(struct vsched_poll_params,
 						    decay_shift)))
 		return false;
-	/* A caller of 0.2 (no spin_pct) gets the default, not 0. */
+	/* A caller of 0.2 (no spin_pct, no budget) gets the defaults, not 0. */
 	if (p->size < VSCHED__SIZE_TO(struct vsched_poll_params, spin_pct))
 		n->spin_pct = 25;
+	if (p->size < VSCHED__SIZE_TO(struct vsched_poll_params, cpu_budget_pct))
+		n->cpu_budget_pct = 100;
 	return n->policy < VSCHED_POLL_NPOLICIES && n->decay_shift < 16 &&
-	       n->spin_pct <= 100;
+	       n->spin_pct <= 100 && n->cpu_budget_pct <= VSCHED__POLL_BUDGET_MAX;
 }
 
 int vsched_poll_init(const struct vsched_poll_params *caller,
@@ -92,26 +106,22 @@ uint64_t vsched__poll_window(const struct vsched_poll_params *p,
 	return policies[p->policy].window(p, s);
 }
 
-static void kvm_grow(const struct vsched_poll_params *p,
-		     struct vsched_poll_state *s)
+/* Linux's grow_halt_poll_ns() and shrink_halt_poll_ns(): the window after
+ * `w` grows or shrinks (the caller caps a grown one at max_ns). */
+static uint64_t kvm_grown(const struct vsched_poll_params *p, uint64_t w)
 {
-	uint64_t val = s->window_ns;
+	uint64_t val;
 	if (!p->grow)
-		return;
-	if (__builtin_mul_overflow(val, (uint64_t)p->grow, &val))
-		val = UINT64_MAX; /* saturates; the caller caps it at max_ns */
-	if (val < p->grow_start_ns)
-		val = p->grow_start_ns;
-	s->window_ns = val;
+		return w;
+	if (__builtin_mul_overflow(w, (uint64_t)p->grow, &val))
+		val = UINT64_MAX; /* saturates; capped at max_ns after */
+	return val < p->grow_start_ns ? p->grow_start_ns : val;
 }
 
-static void kvm_shrink(const struct vsched_poll_params *p,
-		       struct vsched_poll_state *s)
+static uint64_t kvm_shrunk(const struct vsched_poll_params *p, uint64_t w)
 {
-	uint64_t val = p->shrink ? s->window_ns / p->shrink : 0;
-	if (val < p->grow_start_ns)
-		val = 0;
-	s->window_ns = val;
+	uint64_t val = p->shrink ? w / p->shrink : 0;
+	return val < p->grow_start_ns ? 0 : val;
 }
 
 static void kvm_update(const struct vsched_poll_params *p,
@@ -121,15 +131,15 @@ static void kvm_update(const struct vsched_poll_params *p,
 	if (s->window_ns > p->max_ns)
 		s->window_ns = p->max_ns;
 	if (!valid)
-		kvm_shrink(p, s);
+		s->window_ns = kvm_shrunk(p, s->window_ns);
 	else if (!p->max_ns)
 		s->window_ns = 0;
 	else if (halt_ns <= s->window_ns)
 		; /* polling covered it */
 	else if (s->window_ns && halt_ns > p->max_ns)
-		kvm_shrink(p, s); /* long halt */
+		s->window_ns = kvm_shrunk(p, s->window_ns); /* long halt */
 	else if (s->window_ns < p->max_ns && halt_ns < p->max_ns)
-		kvm_grow(p, s); /* short halt, window too small */
+		s->window_ns = kvm_grown(p, s->window_ns); /* short halt, window too small */
 }
 
 static unsigned bucket_of(uint64_t ns)
@@ -150,7 +160,8 @@ struct adaptive_cand {
 };
 
 /*
- * Choose the window in two steps.
+ * With a fixed exchange rate (latency_weight non-zero), choose the window in
+ * two steps.
  *
  * 1. Its expected cost per halt,
  *      J(W) = sum over halts of: D      if D <= W (polled: CPU D, no sleep)
@@ -174,8 +185,8 @@ struct adaptive_cand {
  *
  * O(buckets), no division: every candidate shares the same total.
  */
-static uint64_t adaptive_choose(const struct vsched_poll_params *p,
-				const struct vsched_poll_state *s)
+static uint64_t adaptive_choose_rate(const struct vsched_poll_params *p,
+				     const struct vsched_poll_state *s)
 {
 	struct adaptive_cand c[2 * VSCHED_POLL_BUCKETS];
 	uint64_t total = 0, below_cost = 0, above, jmax, low = UINT64_MAX;
@@ -251,6 +262,246 @@ static uint64_t adaptive_choose(const struct vsched_poll_params *p,
 		pick = i; /* the largest so far */
 	}
 	return c[pick].w;
+}
+
+/* ---- ADAPTIVE against the incumbent (latency_weight 0) ---- */
+
+/* The histogram seen as a distribution: a bucket's halts spread evenly over
+ * it (bucket 0: [0, 512), bucket i: [2^(8+i), 2^(9+i))); the last bucket
+ * is open-ended and never covered. cover() gives the weight of the halts
+ * that end by x and the poll CPU they take (the sum of their lengths), in
+ * histogram units (halts x 2^16): at most 2^22 x 2^21. */
+static void cover(const struct vsched_poll_state *s, uint64_t x, uint64_t *weight,
+		  uint64_t *cpu)
+{
+	uint64_t ws = 0, cs = 0;
+	for (unsigned i = 0; i + 1 < VSCHED_POLL_BUCKETS; i++) {
+		uint64_t hi = UINT64_C(1) << (BUCKET0_SHIFT + 1 + i);
+		uint64_t lo = i ? hi / 2 : 0, h = s->hist[i];
+		if (x >= hi) {
+			ws += h;
+			cs += h * (lo + (hi - lo) / 2);
+			continue;
+		}
+		if (x > lo) {
+			uint64_t part = h * (x - lo) / (hi - lo);
+			ws += part;
+			cs += part * (lo + (x - lo) / 2);
+		}
+		break;
+	}
+	*weight = ws;
+	*cpu = cs;
+}
+
+/* What window w costs over the histogram: CPU (polls, and sc per sleep)
+ * and latency (a polled wakeup taken as 1/32 of a sleeping one, in units
+ * of the polled one: total + 31 x slept). */
+struct budget_cost {
+	double cpu, lat;
+	uint64_t mode; /* the incumbent's: the window it keeps most often */
+};
+
+static struct budget_cost window_cost(const struct vsched_poll_state *s,
+				      uint64_t total, uint64_t w, uint64_t sc)
+{
+	uint64_t covered, cpu;
+	cover(s, w, &covered, &cpu);
+	double slept = (double)(total - covered);
+	return (struct budget_cost){ (double)cpu + slept * ((double)w + (double)sc),
+				     (double)total + 31.0 * slept, w };
+}
+
+/* At most this many windows of the incumbent's rule (KVM's defaults: 11,
+ * QEMU's: 5); a rule with more keeps its first ones. */
+#define INC_STATES 24
+
+/* The window index of w in st[0..n), added if new (and room is left). */
+static unsigned state_of(uint64_t *st, unsigned *n, uint64_t w)
+{
+	for (unsigned k = 0; k < *n; k++)
+		if (st[k] == w)
+			return k;
+	if (*n == INC_STATES)
+		return 0;
+	st[*n] = w;
+	return (*n)++;
+}
+
+/* Solve x A = 0 with sum(x) = 1 for the n x n generator A (rows sum to
+ * 0): Gaussian elimination with partial pivoting on A's transpose, the
+ * last equation replaced by the sum. x[] gets the stationary probabilities. */
+static void stationary(double a[INC_STATES][INC_STATES], unsigned n, double *x)
+{
+	double m[INC_STATES][INC_STATES + 1];
+	for (unsigned i = 0; i < n; i++) {
+		for (unsigned j = 0; j < n; j++)
+			m[i][j] = i + 1 == n ? 1.0 : a[j][i];
+		m[i][n] = i + 1 == n ? 1.0 : 0.0;
+	}
+	for (unsigned c = 0; c < n; c++) {
+		unsigned piv = c;
+		for (unsigned r = c + 1; r < n; r++)
+			if (__builtin_fabs(m[r][c]) > __builtin_fabs(m[piv][c]))
+				piv = r;
+		for (unsigned j = 0; j <= n && piv != c; j++) {
+			double t = m[c][j];
+			m[c][j] = m[piv][j];
+			m[piv][j] = t;
+		}
+		if (m[c][c] == 0.0)
+			continue;
+		for (unsigned r = 0; r < n; r++) {
+			double f = r == c ? 0.0 : m[r][c] / m[c][c];
+			for (unsigned j = c; j <= n && f != 0.0; j++)
+				m[r][j] -= f * m[c][j];
+		}
+	}
+	for (unsigned i = 0; i < n; i++)
+		x[i] = m[i][i] != 0.0 && m[i][n] / m[i][i] > 0 ? m[i][n] / m[i][i] : 0.0;
+}
+
+/*
+ * What the incumbent, Linux's grow/shrink rule with p's max_ns, grow,
+ * shrink and grow_start_ns, costs on this histogram, halts taken as
+ * independent draws from it. Its window is then a Markov chain: a halt
+ * of length D in window w is polled when D <= w (no change); else it
+ * slept, and the rule sees D plus the wakeup (wake_cost_ns): shorter than
+ * max_ns, the window grows; longer, it shrinks. The window in force is
+ * independent of the halt it meets, so the rule's expected cost is the
+ * stationary mix of its windows' costs.
+ */
+static struct budget_cost incumbent_cost(const struct vsched_poll_params *p,
+					 const struct vsched_poll_state *s,
+					 uint64_t total, uint64_t sc)
+{
+	uint64_t st[INC_STATES] = { 0 };
+	double a[INC_STATES][INC_STATES] = { { 0 } }, x[INC_STATES];
+	struct budget_cost inc = { 0, 0, 0 };
+	double most = -1;
+	const uint64_t thr = p->max_ns > p->wake_cost_ns ? p->max_ns - p->wake_cost_ns : 0;
+	unsigned n = 1;
+	uint64_t f_thr, unused;
+
+	cover(s, thr, &f_thr, &unused);
+	for (unsigned k = 0; k < n; k++) {
+		uint64_t w = st[k], fw, up, down, gw, sw;
+		cover(s, w, &fw, &unused);
+		gw = kvm_grown(p, w);
+		gw = gw > p->max_ns ? p->max_ns : gw;
+		sw = kvm_shrunk(p, w);
+		/* slept, and the halt with its wakeup under max_ns: grow */
+		up = w < p->max_ns && f_thr > fw && gw != w ? f_thr - fw : 0;
+		/* slept, and over max_ns: shrink (a window of 0 stays) */
+		if (w && sw != w) {
+			uint64_t fd;
+			cover(s, w > thr ? w : thr, &fd, &unused);
+			down = total - fd;
+		} else {
+			down = 0;
+		}
+		unsigned gi = state_of(st, &n, gw), si = state_of(st, &n, sw);
+		a[k][gi] += (double)up / (double)total;
+		a[k][si] += (double)down / (double)total;
+		a[k][k] -= (double)(up + down) / (double)total;
+	}
+	stationary(a, n, x);
+	for (unsigned k = 0; k < n; k++) {
+		struct budget_cost c = window_cost(s, total, st[k], sc);
+		inc.cpu += x[k] * c.cpu;
+		inc.lat += x[k] * c.lat;
+		if (x[k] > most) {
+			most = x[k];
+			inc.mode = st[k];
+		}
+	}
+	return inc;
+}
+
+/*
+ * Choose the window against the incumbent: of the candidates (0, and each
+ * bucket's midpoint and upper edge up to max_ns, and max_ns), the one
+ * whose worse ratio to the incumbent's cost, max(CPU / (budget x the
+ * incumbent's CPU), latency / the incumbent's latency), is lowest. A score
+ * at most 1 dominates the incumbent (at the default budget); where none
+ * can, the one that loses least on its worse side. Scores within 1/64 of
+ * the lowest count as equal, and then the better other side wins, then
+ * the larger window (a window beyond every halt seen costs nothing more by
+ * the histogram, and the rare halt it catches is worth a whole sleep). The
+ * window in force stays while its score is within 1/32 of the lowest: an
+ * estimate from 64 halts crosses a threshold on noise, and alternating
+ * windows mixes their costs. Where no window is clearly better than the
+ * incumbent (the lowest score above 15/16) and the window the incumbent
+ * keeps most often scores within 1/16 of it, that window is taken: the
+ * histogram's log2 buckets are too coarse to tell windows near the
+ * incumbent's apart (on an exponential tail they make its shrinks look
+ * several times likelier than they are), and there the incumbent's own
+ * choice is what nothing predicts better. Budget 0: the least CPU.
+ */
+static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
+				       const struct vsched_poll_state *s)
+{
+	uint64_t cand[2 * VSCHED_POLL_BUCKETS + 2], total = 0;
+	double score[2 * VSCHED_POLL_BUCKETS + 2], other[2 * VSCHED_POLL_BUCKETS + 2];
+	const uint64_t sc = p->sleep_cpu_ns ? p->sleep_cpu_ns : VSCHED_POLL_SLEEP_CPU_NS;
+	unsigned n = 0, best = 0, pick;
+	struct budget_cost inc;
+
+	for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++)
+		total += s->hist[i];
+	if (!total)
+		return 0; /* no halt learnt: nothing says polling pays */
+	cand[n++] = 0;
+	for (unsigned i = 0; i + 1 < VSCHED_POLL_BUCKETS; i++) {
+		uint64_t hi = UINT64_C(1) << (BUCKET0_SHIFT + 1 + i);
+		uint64_t lo = i ? hi / 2 : 0;
+		if (lo + (hi - lo) / 2 >= p->max_ns)
+			break;
+		cand[n++] = lo + (hi - lo) / 2;
+		if (hi >= p->max_ns)
+			break;
+		cand[n++] = hi;
+	}
+	if (p->max_ns)
+		cand[n++] = p->max_ns;
+	inc = incumbent_cost(p, s, total, sc);
+	const double cap = inc.cpu * (double)p->cpu_budget_pct / 100.0;
+	for (unsigned i = 0; i < n; i++) {
+		struct budget_cost c = window_cost(s, total, cand[i], sc);
+		double rc = c.cpu / (cap > 0 ? cap : 1.0), rl = c.lat / inc.lat;
+		if (!p->cpu_budget_pct) {
+			score[i] = c.cpu;
+			other[i] = c.lat;
+		} else {
+			score[i] = rc > rl ? rc : rl;
+			other[i] = rc > rl ? rl : rc;
+		}
+		if (score[i] < score[best])
+			best = i;
+	}
+	if (p->cpu_budget_pct && score[best] > 15.0 / 16) {
+		struct budget_cost m = window_cost(s, total, inc.mode, sc);
+		double rc = m.cpu / (cap > 0 ? cap : 1.0), rl = m.lat / inc.lat;
+		if ((rc > rl ? rc : rl) <= score[best] + 1.0 / 16)
+			return inc.mode;
+	}
+	pick = best;
+	for (unsigned i = 0; i < n; i++) {
+		if (cand[i] == s->window_ns &&
+		    score[i] <= score[best] + score[best] / 32)
+			return cand[i]; /* the window in force stays */
+		if (score[i] <= score[best] + score[best] / 64 &&
+		    other[i] <= other[pick])
+			pick = i; /* better on the other side, or as good and larger */
+	}
+	return cand[pick];
+}
+
+static uint64_t adaptive_choose(const struct vsched_poll_params *p,
+				const struct vsched_poll_state *s)
+{
+	return p->latency_weight ? adaptive_choose_rate(p, s)
+				 : adaptive_choose_budget(p, s);
 }
 
 static void adaptive_update(const struct vsched_poll_params *p,

@@ -38,18 +38,19 @@ enum vsched_poll_policy {
 	 */
 	VSCHED_POLL_KVM = 2,
 	/**
-	 * vsched's: keeps a decaying log2 histogram of halt lengths and polls
-	 * for a window W that minimises the expected cost per halt,
-	 * E[min(D, W)] + P(D > W) x (W + S + latency_weight x wake_cost_ns):
-	 * poll CPU spent, plus, for every halt that ends up asleep, the CPU
-	 * the sleep costs the sleeper (S, sleep_cpu_ns) and its weighted
-	 * latency. At the default latency_weight 0 that is the halt's whole
-	 * CPU: it polls only where polling costs less CPU than sleeping, and
-	 * there the wakeup is also faster. Where that cost is flat (within 1/16
-	 * of a sleep's cost per halt, and never above never polling), it takes
-	 * the window with the lowest expected latency x poll CPU, keeping the
-	 * window in force or else the larger between equals. With no halt
-	 * learnt yet it does not poll (doc/policies.md).
+	 * vsched's: keeps a decaying log2 histogram of halt lengths (about
+	 * the last 64) and polls for the window W it predicts best. Each halt
+	 * it computes, on that histogram, the CPU (poll time plus
+	 * sleep_cpu_ns per sleep) and the latency of every candidate W and of
+	 * the incumbent, Linux's grow/shrink rule with the same parameters (a
+	 * Markov chain over its windows), and takes the W whose worse ratio
+	 * to the incumbent's is lowest, with the CPU side scaled by
+	 * cpu_budget_pct: at the default, no more CPU and no more latency
+	 * than KVM's (or, for waiters, QEMU's) polling wherever a window can
+	 * manage both, and better on both where the history predicts the
+	 * wakeups. With latency_weight non-zero it minimises CPU plus
+	 * weighted latency instead. With no halt learnt yet it does not poll
+	 * (doc/policies.md).
 	 */
 	VSCHED_POLL_ADAPTIVE = 3,
 };
@@ -102,13 +103,14 @@ struct vsched_poll_params {
 	 */
 	uint64_t wake_cost_ns;
 	/**
-	 * ADAPTIVE, the one knob: ns of poll CPU worth one ns of wakeup
-	 * latency. Default 0: never spend more CPU polling than the sleeps it
-	 * avoids would cost (the policy polls only where that is cheaper, so
-	 * its CPU is at most a plain sleeper's). 4 is the rate KVM's defaults
-	 * imply (a 200 us window against a ~50 us sleeping wakeup). Polling
-	 * continues while the expected remaining wait is below
-	 * sleep_cpu_ns + latency_weight x wake_cost_ns.
+	 * ADAPTIVE: a fixed exchange rate instead of the budget: ns of poll
+	 * CPU worth one ns of wakeup latency. Default 0: the policy uses
+	 * cpu_budget_pct and prices nothing. Non-zero: it minimises poll CPU
+	 * + sleep_cpu_ns per sleep + latency_weight x wake_cost_ns per sleep
+	 * (polling continues while the expected remaining wait is below
+	 * sleep_cpu_ns + latency_weight x wake_cost_ns). 4 is the rate KVM's
+	 * defaults imply (a 200 us window against a ~50 us sleeping wakeup);
+	 * the KVM halt-polling governor (<vsched/kvmgov.h>) uses it.
 	 */
 	unsigned latency_weight;
 	/**
@@ -133,6 +135,24 @@ struct vsched_poll_params {
 	 * and the wakeup). A caller of 0.2 gets the default. Added in 0.3.
 	 */
 	unsigned spin_pct;
+	/**
+	 * ADAPTIVE, the one knob (with latency_weight 0): the poll CPU the
+	 * policy may spend, in percent of what the incumbent would spend on
+	 * the same halts. The incumbent is Linux's grow/shrink rule with this
+	 * struct's max_ns, grow, shrink and grow_start_ns (KVM's halt polling
+	 * at the vCPU defaults, QEMU's AioContext polling at the waiter
+	 * defaults, vsched_poll_defaults_waiter()). Each halt the policy
+	 * computes, from its histogram, what the incumbent's rule costs in
+	 * CPU (polls plus sleep_cpu_ns per sleep) and in latency, and takes
+	 * the window whose worse ratio to the incumbent's (CPU over this
+	 * share of the incumbent's, latency over the incumbent's) is lowest.
+	 * Default 100: no more CPU and no more latency than the incumbent
+	 * wherever one window can do that, and both lower by the same factor
+	 * where the history predicts the wakeups. Above 100 it buys latency
+	 * with up to that much CPU; 0: the least CPU (polls only where that
+	 * is cheaper than sleeping). A caller of 0.2 gets 100. Added in 0.3.
+	 */
+	unsigned cpu_budget_pct;
 };
 
 /** What ADAPTIVE takes for a sleep's CPU before the engine has measured
@@ -159,6 +179,24 @@ struct vsched_poll_state {
  */
 VSCHED_API int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
 				    struct vsched_poll_params *out);
+
+/** The window of QEMU's AioContext polling by default (poll-max-ns). */
+#define VSCHED_POLL_WAITER_MAX_NS 32000
+
+/**
+ * Default parameters for a waiter (an I/O thread): `policy` with the cap
+ * and the grow/shrink rule of QEMU's AioContext polling, the loop such a
+ * thread replaces (util/aio-posix.c: poll-max-ns 32 us, grow x2 from
+ * 4 us, reset after a block longer than the cap), a 10 us sleeping wakeup
+ * (an eventfd or futex wake of a thread that slept briefly). ADAPTIVE
+ * takes that rule as its incumbent (cpu_budget_pct). Give them to an I/O
+ * thread's waiter (vsched_waiter_config.poll; doc/adopting.md); a waiter
+ * given none follows its VM's policy, a vCPU's.
+ * @return 0 or VSCHED_EINVAL (NULL, unknown policy). Any thread. Added in
+ * 0.3.
+ */
+VSCHED_API int vsched_poll_defaults_waiter(unsigned policy,
+					   struct vsched_poll_params *out);
 
 /** Reset a state. @return 0 or VSCHED_EINVAL. Any thread. */
 VSCHED_API int vsched_poll_init(const struct vsched_poll_params *p,
