@@ -37,14 +37,19 @@
  * an abidiff baseline: no export may be lost or changed incompatibly.
  * 0.2 changed the values of vsched's own error codes (<vsched/error.h>)
  * and of the KVM adapter's non-exit results (<vsched/kvm.h>).
+ * 0.3 grew struct vsched_poll_params (sleep_cpu_ns, spin_pct and later
+ * members), which vsched_poll_defaults() fills whole without a size from
+ * its caller, so a binary built against 0.2 would have its struct
+ * overrun: the SONAME moved to libvsched.so.0.3 so that such a binary
+ * cannot load this library.
  */
 #ifndef VSCHED_VERSION_H
 #define VSCHED_VERSION_H
 
 /** Major version: the ABI (the shared library's SONAME; 0.MINOR before 1.0). */
 #define VSCHED_VERSION_MAJOR 0
-/** Minor version: grows with compatible additions. */
-#define VSCHED_VERSION_MINOR 2
+/** Minor version (before 1.0, each minor is an ABI of its own). */
+#define VSCHED_VERSION_MINOR 3
 /** Patch version: fixes only. */
 #define VSCHED_VERSION_PATCH 0
 

@@ -11,7 +11,7 @@ set -eu
 repo=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 [ "$(id -u)" = 0 ] || { echo "package.sh: installs packages: run as root" >&2; exit 1; }
 jobs=$(nproc 2>/dev/null || echo 2)
-pkgs="libvsched0.2 libvsched-kvm0.2 libvsched-dev vsched-tools"
+pkgs="libvsched0.3 libvsched-kvm0.3 libvsched-dev vsched-tools"
 t0=$(date +%s)
 # Each step with the wall time so far and the CPU time (user, system) its
 # children used so far: on a shared runner the wall time alone says little.
