@@ -67,7 +67,8 @@ bool vsched__poll_params_ok(const struct vsched_poll_params *p,
 				    VSCHED__SIZE_TO(struct vsched_poll_params,
 						    decay_shift)))
 		return false;
-	/* A caller of 0.2 (no spin_pct, no budget) gets the defaults, not 0. */
+	/* A struct of the first layout (no spin_pct, no budget: its size ends
+	 * before them) gets the defaults, not 0. */
 	if (p->size < VSCHED__SIZE_TO(struct vsched_poll_params, spin_pct))
 		n->spin_pct = 25;
 	if (p->size < VSCHED__SIZE_TO(struct vsched_poll_params, cpu_budget_pct))

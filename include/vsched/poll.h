@@ -132,7 +132,8 @@ struct vsched_poll_params {
 	 * (block.h: a timed sleep asks the kernel to wake it early by its
 	 * learnt lateness and spins for the rest). Default 25; 100: on time
 	 * whatever it costs; 0: never spin (late by the thread's timer slack
-	 * and the wakeup). A caller of 0.2 gets the default. Added in 0.3.
+	 * and the wakeup). A struct whose size ends before it gets the default.
+	 * Added in 0.3.
 	 */
 	unsigned spin_pct;
 	/**
@@ -150,7 +151,8 @@ struct vsched_poll_params {
 	 * wherever one window can do that, and both lower by the same factor
 	 * where the history predicts the wakeups. Above 100 it buys latency
 	 * with up to that much CPU; 0: the least CPU (polls only where that
-	 * is cheaper than sleeping). A caller of 0.2 gets 100. Added in 0.3.
+	 * is cheaper than sleeping). A struct whose size ends before it gets
+	 * 100. Added in 0.3.
 	 */
 	unsigned cpu_budget_pct;
 };
