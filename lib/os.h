@@ -66,8 +66,9 @@ uint64_t vsched__thread_cpu_ns(void);
 void vsched__os_signal(const struct vsched__os_set *o);
 /* Read and so reset a non-blocking eventfd or timerfd `fd`. */
 void vsched__os_drain(int fd);
-/* The same until it is empty (an EFD_SEMAPHORE eventfd or a pipe hands out
- * one count or one read at a time), at most 64 reads. */
+/* The same for a doorbell of any kind: reads of 512 bytes until one comes
+ * back short (empty; an eventfd's first read), at most 64. An EFD_SEMAPHORE
+ * eventfd gives one count a read and so stays readable. */
 void vsched__os_drain_all(int fd);
 /* Arm the set's timerfd at an absolute CLOCK_MONOTONIC deadline
  * (VSCHED_DEADLINE_NONE disarms). */
