@@ -242,6 +242,7 @@ first_look(const struct target_ops *op, const struct target *t,
 
 	vsched__clear_tags(hl->res);
 	hl->res->fd_checks = 0;
+	hl->res->wake_ns = 0;
 	hl->m = atomic_load_explicit(s->word, memory_order_relaxed);
 	if (s->lesson_pending)
 		vsched__learn(s, t->id);
@@ -399,6 +400,8 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 	const bool sample = s->params.policy == VSCHED_POLL_ADAPTIVE &&
 			    !s->params.sleep_cpu_ns && !(++s->sleeps % SLEEP_SAMPLE);
 	const uint64_t cpu0 = sample ? vsched__thread_cpu_ns() : 0;
+	const bool learn_wake = s->params.policy == VSCHED_POLL_ADAPTIVE &&
+				!s->params.wake_cost_ns;
 	for (;;) {
 		uint64_t eff = op->deadline(t, hl->deadline);
 		/* The arm's mechanism, which the wakers read
@@ -422,6 +425,9 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 		if (reason) {
 			if (cpu0)
 				vsched__learn_sleep_cpu(s, cpu0, eff);
+			if (learn_wake)
+				hl->res->wake_ns =
+					vsched__learn_wake_cost(s, hl->sleep_start);
 			break;
 		}
 		/* Woken with nothing to do (its event was consumed before we

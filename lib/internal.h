@@ -103,6 +103,10 @@ struct vsched__sleeper {
 	_Atomic bool use_evfd;      /* fds registered: sleep in epoll (fd_add) */
 	_Atomic bool sleep_evfd;    /* this arm's sleep is epoll's: wake evfd */
 	_Atomic uint32_t callouts;  /* wakers inside a callout (see below) */
+	/* When the last waker that found it BLOCKED woke it (the VM's clock;
+	 * 0: taken): the owner times its wakeup from it. A measurement, no
+	 * part of the protocol: relaxed. */
+	_Atomic uint64_t wake_stamp;
 	_Atomic bool guest_poll_off;
 	/* Its own poll policy (NULL: the VM's), RCU-protected as the VM's;
 	 * own_gen is bumped by each vsched__sleeper_set_poll(). */
@@ -124,6 +128,7 @@ struct vsched__sleeper {
 	uint64_t fd_margin_ns;      /* the same, of timed epoll sleeps */
 	uint64_t tfd_at;            /* the timerfd's expiry as last set */
 	uint64_t sleep_cpu_ns;      /* measured CPU of a woken sleep (EWMA) */
+	uint64_t wake_cost_ns;      /* measured latency of a woken sleep (EWMA) */
 	unsigned sleeps;            /* sleeps armed: one in SLEEP_SAMPLE is timed */
 	struct vsched_poll_params params; /* the policy in force */
 	/* Owner-only, but read by a destroy that raced the owner out of its

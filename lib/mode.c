@@ -238,6 +238,9 @@ void vsched__wake_sleeper(struct vsched__sleeper *s)
 {
 	if (!vsched__callout_begin(s))
 		return; /* destroyed: nobody sleeps there any more */
+	/* For the owner's wake-cost estimate (vsched__learn_wake_cost()). */
+	atomic_store_explicit(&s->wake_stamp, s->vm->ops.now_ns(s->vm->ops.ctx),
+			      memory_order_relaxed);
 	if (atomic_load_explicit(&s->sleep_evfd, memory_order_acquire))
 		vsched__os_signal(&s->os);
 	else

@@ -39,7 +39,7 @@ int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
 	out->grow = 2;
 	out->shrink = 2;
 	out->grow_start_ns = 10000;
-	out->wake_cost_ns = 50000;
+	out->wake_cost_ns = 0; /* measured by the engine */
 	out->latency_weight = 0;
 	out->decay_shift = 6;
 	out->spin_pct = 25;
@@ -143,6 +143,13 @@ static void kvm_update(const struct vsched_poll_params *p,
 		s->window_ns = kvm_grown(p, s->window_ns); /* short halt, window too small */
 }
 
+/* The wakeup's latency: the parameter, or the default where none was
+ * measured (the engine puts its measurement in the copy it passes). */
+static uint64_t wake_cost(const struct vsched_poll_params *p)
+{
+	return p->wake_cost_ns ? p->wake_cost_ns : VSCHED_POLL_WAKE_COST_NS;
+}
+
 static unsigned bucket_of(uint64_t ns)
 {
 	unsigned b;
@@ -196,10 +203,10 @@ static uint64_t adaptive_choose_rate(const struct vsched_poll_params *p,
 	 * that the sums below cannot overflow (2^31 x 2^32); saturating, as
 	 * a product that wraps would make sleeping look free. */
 	const uint64_t sc = p->sleep_cpu_ns ? p->sleep_cpu_ns : VSCHED_POLL_SLEEP_CPU_NS;
-	const uint64_t wl =
-		p->wake_cost_ns && p->latency_weight > UINT64_MAX / p->wake_cost_ns
-			? UINT64_MAX
-			: (uint64_t)p->latency_weight * p->wake_cost_ns;
+	const uint64_t wc = wake_cost(p);
+	const uint64_t wl = p->latency_weight > UINT64_MAX / wc
+				    ? UINT64_MAX
+				    : (uint64_t)p->latency_weight * wc;
 	const uint64_t b = wl > UINT64_MAX - sc ? UINT64_MAX : wl + sc;
 	const uint64_t lc = b < (UINT64_C(1) << 31) ? b : (UINT64_C(1) << 31);
 
@@ -380,7 +387,7 @@ static struct budget_cost incumbent_cost(const struct vsched_poll_params *p,
 	double a[INC_STATES][INC_STATES] = { { 0 } }, x[INC_STATES];
 	struct budget_cost inc = { 0, 0, 0 };
 	double most = -1;
-	const uint64_t thr = p->max_ns > p->wake_cost_ns ? p->max_ns - p->wake_cost_ns : 0;
+	const uint64_t thr = p->max_ns > wake_cost(p) ? p->max_ns - wake_cost(p) : 0;
 	unsigned n = 1;
 	uint64_t f_thr, unused;
 
@@ -513,7 +520,7 @@ static void adaptive_update(const struct vsched_poll_params *p,
 	/* A halt that outlived the window slept, and its length includes the
 	 * wakeup latency: take that out, but keep it beyond the window. */
 	if (d > window_ns) {
-		d = d > p->wake_cost_ns ? d - p->wake_cost_ns : 0;
+		d = d > wake_cost(p) ? d - wake_cost(p) : 0;
 		if (d <= window_ns)
 			d = window_ns + 1;
 	}

@@ -253,6 +253,24 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 	}
 }
 
+uint64_t vsched__learn_wake_cost(struct vsched__sleeper *s, uint64_t start)
+{
+	const struct vsched_host_ops *ops = &s->vm->ops;
+	uint64_t stamp = atomic_exchange_explicit(&s->wake_stamp, 0,
+						  memory_order_relaxed);
+	uint64_t now;
+
+	/* A stamp from before this sleep is a waker that found an earlier
+	 * BLOCKED and whose wake this sleep did not wait for. */
+	if (!stamp || stamp < start)
+		return 0;
+	now = ops->now_ns(ops->ctx);
+	if (now <= stamp || now - stamp > WAKE_COST_MAX)
+		return 0;
+	s->wake_cost_ns += (int64_t)(now - stamp - s->wake_cost_ns) / 8;
+	return now - stamp;
+}
+
 /* A sampled sleep that a waker ended: its thread's CPU since `cpu0`, if
  * the wake came before any on-time spin could have started (MARGIN_MAX
  * before the sleep's deadline `eff`). */

@@ -108,6 +108,7 @@ void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
 	s->fd_margin_ns = MARGIN_START_FD;
 	s->tfd_at = TFD_UNKNOWN;
 	s->sleep_cpu_ns = VSCHED_POLL_SLEEP_CPU_NS;
+	s->wake_cost_ns = VSCHED_POLL_WAKE_COST_NS;
 }
 
 /* Idempotent: a destroyed vCPU is finished again with its VM. */
@@ -134,9 +135,13 @@ void vsched__learn(struct vsched__sleeper *s, int id)
 	uint64_t before = s->poll.window_ns;
 
 	s->lesson_pending = false;
-	if (!s->params.sleep_cpu_ns) { /* measured here (SLEEP_SAMPLE) */
+	if (!s->params.sleep_cpu_ns || !s->params.wake_cost_ns) {
+		/* measured here (SLEEP_SAMPLE, vsched__learn_wake_cost()) */
 		struct vsched_poll_params p = s->params;
-		p.sleep_cpu_ns = s->sleep_cpu_ns;
+		if (!p.sleep_cpu_ns)
+			p.sleep_cpu_ns = s->sleep_cpu_ns;
+		if (!p.wake_cost_ns)
+			p.wake_cost_ns = s->wake_cost_ns;
 		vsched__poll_update(&p, &s->poll, s->lesson_window,
 				    s->lesson_halt_ns, s->lesson_valid);
 	} else {

@@ -42,6 +42,12 @@ int vsched__sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
 			uint64_t deadline);
 int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 			uint64_t deadline, struct vsched_block_result *res);
+/* A sleep that a waker ended, begun at `start` (the VM's clock): learn
+ * its wakeup's latency from the stamp the waker left (wake_stamp), if that
+ * waker woke this sleep, as an EWMA (1/8) of samples up to WAKE_COST_MAX.
+ * Returns the sample, or 0 for none. */
+#define WAKE_COST_MAX 1000000
+uint64_t vsched__learn_wake_cost(struct vsched__sleeper *s, uint64_t start);
 /* A sampled sleep (`cpu0`: the thread's CPU before it) that a waker ended
  * before its deadline `eff`: learn its CPU. */
 void vsched__learn_sleep_cpu(struct vsched__sleeper *s, uint64_t cpu0,

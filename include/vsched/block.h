@@ -80,6 +80,13 @@ struct vsched_block_result {
 	/** Out: checks of the registered fds made while polling in this halt
 	 * (non-blocking epoll_pwait, rate-limited; see doc/policies.md). */
 	unsigned fd_checks;
+	/** Out: how long after the post, kick or exit that woke this halt's
+	 * sleep the thread ran again, in the VM's clock: what the adaptive
+	 * policy learns as its wake cost when wake_cost_ns is 0 (poll.h). 0
+	 * when the halt did not sleep, something else woke it (a deadline, a
+	 * doorbell or other fd, a signal), or the policy measures nothing.
+	 * Added in 0.3. */
+	uint64_t wake_ns;
 };
 
 /**

@@ -97,9 +97,14 @@ struct vsched_poll_params {
 	/** KVM: first non-zero window (Linux default 10 us). */
 	uint64_t grow_start_ns;
 	/**
-	 * ADAPTIVE: latency a sleep adds to a wakeup (default 50 us; calibrate
-	 * it: `vsched-bench policy` measures it). Also taken out of the
-	 * length of slept halts.
+	 * ADAPTIVE: latency a sleep adds to a wakeup, taken out of the length
+	 * of slept halts and used to model the incumbent (which sees halts
+	 * with it). 0 (the vCPU default): the block engine measures it per
+	 * sleeper, from the post, kick or vsched_vcpu_exit() that woke it to
+	 * its running again (an EWMA from VSCHED_POLL_WAKE_COST_NS; wakes
+	 * through a doorbell or other fd are not timed), and a replay without
+	 * the engine takes VSCHED_POLL_WAKE_COST_NS. Since 0.3; 0.2's default
+	 * was a fixed 50 us.
 	 */
 	uint64_t wake_cost_ns;
 	/**
@@ -157,6 +162,10 @@ struct vsched_poll_params {
 	unsigned cpu_budget_pct;
 };
 
+/** What ADAPTIVE takes for a sleeping wakeup's latency before the engine
+ * has measured one, and in a replay whose wake_cost_ns is 0. */
+#define VSCHED_POLL_WAKE_COST_NS 50000
+
 /** What ADAPTIVE takes for a sleep's CPU before the engine has measured
  * one, and in a replay whose sleep_cpu_ns is 0. */
 #define VSCHED_POLL_SLEEP_CPU_NS 5000
@@ -189,8 +198,10 @@ VSCHED_API int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
  * Default parameters for a waiter (an I/O thread): `policy` with the cap
  * and the grow/shrink rule of QEMU's AioContext polling, the loop such a
  * thread replaces (util/aio-posix.c: poll-max-ns 32 us, grow x2 from
- * 4 us, reset after a block longer than the cap), a 10 us sleeping wakeup
- * (an eventfd or futex wake of a thread that slept briefly). ADAPTIVE
+ * 4 us, reset after a block longer than the cap), and a fixed 10 us
+ * sleeping wakeup (an I/O thread is mostly woken through a doorbell,
+ * which the engine cannot time: an eventfd or futex wake of a thread that
+ * slept briefly, measured 7-14 us on the machines here). ADAPTIVE
  * takes that rule as its incumbent (cpu_budget_pct). Give them to an I/O
  * thread's waiter (vsched_waiter_config.poll; doc/adopting.md); a waiter
  * given none follows its VM's policy, a vCPU's.

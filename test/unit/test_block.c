@@ -1097,6 +1097,57 @@ static void test_own_poll_policy(void **state)
 	vsched_vm_destroy(r.vm);
 }
 
+/* The wakeup a post gives a sleeper is timed (issue 23: the adaptive policy
+ * learns its wake cost online): from the waker's stamp to the owner's
+ * next clock read, reported in the result's wake_ns; 0 for a halt that a
+ * deadline ended, or when the policy's wake_cost_ns is given. */
+static int wait_post_late(struct fake_host *h, uint32_t *w, uint32_t exp, uint64_t dl)
+{
+	(void)dl;
+	assert_int_equal(vsched_post(h->vcpu, K_REQ), 0); /* stamps h->now */
+	h->now += 12000; /* the wakeup takes 12 us */
+	return __atomic_load_n(w, __ATOMIC_SEQ_CST) != exp ? 0 : -110;
+}
+
+static void test_wake_cost_timed(void **state)
+{
+	struct rig r;
+	struct vsched_poll_params pp;
+	struct vsched_block_result res = { .size = sizeof(res) };
+	(void)state;
+	rig_up(&r, VSCHED_POLL_ADAPTIVE, 200000);
+	r.h.on_wait = wait_post_late;
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(vsched_vcpu_block_ex(r.v, VSCHED_DEADLINE_NONE, &res),
+				 VSCHED_WAKE_REQUEST);
+		vsched_service(r.v);
+		/* 12 us, plus the fake clock's 10 ns a read in between */
+		assert_true(res.wake_ns >= 12000 && res.wake_ns < 12500);
+	}
+	/* A deadline: nothing timed. */
+	r.h.on_wait = wait_timeout;
+	assert_int_equal(vsched_vcpu_block_ex(r.v, r.h.now + 1000000, &res),
+			 VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.wake_ns, 0);
+	/* A stamp left by a post that found no sleeper is not this sleep's:
+	 * a post while OUTSIDE_GUEST, then a sleep ended by the deadline. */
+	assert_int_equal(vsched_post(r.v, K_REQ), 0);
+	vsched_service(r.v);
+	assert_int_equal(vsched_vcpu_block_ex(r.v, r.h.now + 1000000, &res),
+			 VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.wake_ns, 0);
+	/* A wake cost given: the engine measures nothing. */
+	vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 200000, &pp);
+	pp.wake_cost_ns = 30000;
+	assert_int_equal(vsched_vcpu_set_poll(r.v, &pp), 0);
+	r.h.on_wait = wait_post_late;
+	assert_int_equal(vsched_vcpu_block_ex(r.v, VSCHED_DEADLINE_NONE, &res),
+			 VSCHED_WAKE_REQUEST);
+	vsched_service(r.v);
+	assert_int_equal(res.wake_ns, 0);
+	vsched_vm_destroy(r.vm);
+}
+
 /* The policy learns every halt, in order, before it picks the next window
  * (the engine hands it a halt's length at the next halt's start): replaying
  * the halts' results through the public policy predicts every window. KVM's
@@ -1418,6 +1469,7 @@ int main(void)
 		cmocka_unit_test(test_waiter_hooks),
 		cmocka_unit_test(test_own_poll_policy),
 		cmocka_unit_test(test_wait_error_is_reported),
+		cmocka_unit_test(test_wake_cost_timed),
 		cmocka_unit_test(test_policy_learns_every_halt),
 		cmocka_unit_test(test_doorbell_fd),
 		cmocka_unit_test(test_doorbell_review),

@@ -18,9 +18,9 @@ static uint64_t halt(const struct vsched_poll_params *p,
 static uint64_t wake_at(const struct vsched_poll_params *p,
 			struct vsched_poll_state *s, uint64_t d)
 {
+	const uint64_t wc = p->wake_cost_ns ? p->wake_cost_ns : VSCHED_POLL_WAKE_COST_NS;
 	uint64_t w = vsched_poll_window(p, s);
-	assert_int_equal(vsched_poll_update(p, s, w, d <= w ? d : d + p->wake_cost_ns,
-					    true), 0);
+	assert_int_equal(vsched_poll_update(p, s, w, d <= w ? d : d + wc, true), 0);
 	return vsched_poll_window(p, s);
 }
 
