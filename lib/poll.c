@@ -125,22 +125,30 @@ static uint64_t kvm_shrunk(const struct vsched_poll_params *p, uint64_t w)
 	return val < p->grow_start_ns ? 0 : val;
 }
 
+/* Linux's rule after a halt of halt_ns (poll plus sleep, as KVM measures
+ * it) in window *w. */
+static void kvm_step(const struct vsched_poll_params *p, uint64_t *w,
+		     uint64_t halt_ns, bool valid)
+{
+	/* Linux clamps the window to the maximum before each halt. */
+	if (*w > p->max_ns)
+		*w = p->max_ns;
+	if (!valid)
+		*w = kvm_shrunk(p, *w);
+	else if (!p->max_ns)
+		*w = 0;
+	else if (halt_ns <= *w)
+		; /* polling covered it */
+	else if (*w && halt_ns > p->max_ns)
+		*w = kvm_shrunk(p, *w); /* long halt */
+	else if (*w < p->max_ns && halt_ns < p->max_ns)
+		*w = kvm_grown(p, *w); /* short halt, window too small */
+}
+
 static void kvm_update(const struct vsched_poll_params *p,
 		       struct vsched_poll_state *s, uint64_t halt_ns, bool valid)
 {
-	/* Linux clamps the window to the maximum before each halt. */
-	if (s->window_ns > p->max_ns)
-		s->window_ns = p->max_ns;
-	if (!valid)
-		s->window_ns = kvm_shrunk(p, s->window_ns);
-	else if (!p->max_ns)
-		s->window_ns = 0;
-	else if (halt_ns <= s->window_ns)
-		; /* polling covered it */
-	else if (s->window_ns && halt_ns > p->max_ns)
-		s->window_ns = kvm_shrunk(p, s->window_ns); /* long halt */
-	else if (s->window_ns < p->max_ns && halt_ns < p->max_ns)
-		s->window_ns = kvm_grown(p, s->window_ns); /* short halt, window too small */
+	kvm_step(p, &s->window_ns, halt_ns, valid);
 }
 
 /* The wakeup's latency: the parameter, or the default where none was
@@ -307,7 +315,6 @@ static void cover(const struct vsched_poll_state *s, uint64_t x, uint64_t *weigh
  * of the polled one: total + 31 x slept). */
 struct budget_cost {
 	double cpu, lat;
-	uint64_t mode; /* the incumbent's: the window it keeps most often */
 };
 
 static struct budget_cost window_cost(const struct vsched_poll_state *s,
@@ -317,134 +324,36 @@ static struct budget_cost window_cost(const struct vsched_poll_state *s,
 	cover(s, w, &covered, &cpu);
 	double slept = (double)(total - covered);
 	return (struct budget_cost){ (double)cpu + slept * ((double)w + (double)sc),
-				     (double)total + 31.0 * slept, w };
-}
-
-/* At most this many windows of the incumbent's rule (KVM's defaults: 11,
- * QEMU's: 5); a rule with more keeps its first ones. */
-#define INC_STATES 24
-
-/* The window index of w in st[0..n), added if new (and room is left). */
-static unsigned state_of(uint64_t *st, unsigned *n, uint64_t w)
-{
-	for (unsigned k = 0; k < *n; k++)
-		if (st[k] == w)
-			return k;
-	if (*n == INC_STATES)
-		return 0;
-	st[*n] = w;
-	return (*n)++;
-}
-
-/* Solve x A = 0 with sum(x) = 1 for the n x n generator A (rows sum to
- * 0): Gaussian elimination with partial pivoting on A's transpose, the
- * last equation replaced by the sum. x[] gets the stationary probabilities. */
-static void stationary(double a[INC_STATES][INC_STATES], unsigned n, double *x)
-{
-	double m[INC_STATES][INC_STATES + 1];
-	for (unsigned i = 0; i < n; i++) {
-		for (unsigned j = 0; j < n; j++)
-			m[i][j] = i + 1 == n ? 1.0 : a[j][i];
-		m[i][n] = i + 1 == n ? 1.0 : 0.0;
-	}
-	for (unsigned c = 0; c < n; c++) {
-		unsigned piv = c;
-		for (unsigned r = c + 1; r < n; r++)
-			if (__builtin_fabs(m[r][c]) > __builtin_fabs(m[piv][c]))
-				piv = r;
-		for (unsigned j = 0; j <= n && piv != c; j++) {
-			double t = m[c][j];
-			m[c][j] = m[piv][j];
-			m[piv][j] = t;
-		}
-		if (m[c][c] == 0.0)
-			continue;
-		for (unsigned r = 0; r < n; r++) {
-			double f = r == c ? 0.0 : m[r][c] / m[c][c];
-			for (unsigned j = c; j <= n && f != 0.0; j++)
-				m[r][j] -= f * m[c][j];
-		}
-	}
-	for (unsigned i = 0; i < n; i++)
-		x[i] = m[i][i] != 0.0 && m[i][n] / m[i][i] > 0 ? m[i][n] / m[i][i] : 0.0;
+				     (double)total + 31.0 * slept };
 }
 
 /*
- * What the incumbent, Linux's grow/shrink rule with p's max_ns, grow,
- * shrink and grow_start_ns, costs on this histogram, halts taken as
- * independent draws from it. Its window is then a Markov chain: a halt
- * of length D in window w is polled when D <= w (no change); else it
- * slept, and the rule sees D plus the wakeup (wake_cost_ns): shorter than
- * max_ns, the window grows; longer, it shrinks. The window in force is
- * independent of the halt it meets, so the rule's expected cost is the
- * stationary mix of its windows' costs.
- */
-static struct budget_cost incumbent_cost(const struct vsched_poll_params *p,
-					 const struct vsched_poll_state *s,
-					 uint64_t total, uint64_t sc)
-{
-	uint64_t st[INC_STATES] = { 0 };
-	double a[INC_STATES][INC_STATES] = { { 0 } }, x[INC_STATES];
-	struct budget_cost inc = { 0, 0, 0 };
-	double most = -1;
-	const uint64_t thr = p->max_ns > wake_cost(p) ? p->max_ns - wake_cost(p) : 0;
-	unsigned n = 1;
-	uint64_t f_thr, unused;
-
-	cover(s, thr, &f_thr, &unused);
-	for (unsigned k = 0; k < n; k++) {
-		uint64_t w = st[k], fw, up, down, gw, sw;
-		cover(s, w, &fw, &unused);
-		gw = kvm_grown(p, w);
-		gw = gw > p->max_ns ? p->max_ns : gw;
-		sw = kvm_shrunk(p, w);
-		/* slept, and the halt with its wakeup under max_ns: grow */
-		up = w < p->max_ns && f_thr > fw && gw != w ? f_thr - fw : 0;
-		/* slept, and over max_ns: shrink (a window of 0 stays) */
-		if (w && sw != w) {
-			uint64_t fd;
-			cover(s, w > thr ? w : thr, &fd, &unused);
-			down = total - fd;
-		} else {
-			down = 0;
-		}
-		unsigned gi = state_of(st, &n, gw), si = state_of(st, &n, sw);
-		a[k][gi] += (double)up / (double)total;
-		a[k][si] += (double)down / (double)total;
-		a[k][k] -= (double)(up + down) / (double)total;
-	}
-	stationary(a, n, x);
-	for (unsigned k = 0; k < n; k++) {
-		struct budget_cost c = window_cost(s, total, st[k], sc);
-		inc.cpu += x[k] * c.cpu;
-		inc.lat += x[k] * c.lat;
-		if (x[k] > most) {
-			most = x[k];
-			inc.mode = st[k];
-		}
-	}
-	return inc;
-}
-
-/*
- * Choose the window against the incumbent: of the candidates (0, and each
- * bucket's midpoint and upper edge up to max_ns, and max_ns), the one
- * whose worse ratio to the incumbent's cost, max(CPU / (budget x the
- * incumbent's CPU), latency / the incumbent's latency), is lowest. A score
- * at most 1 dominates the incumbent (at the default budget); where none
- * can, the one that loses least on its worse side. Scores within 1/64 of
+ * Choose the window against the incumbent, Linux's grow/shrink rule with
+ * p's max_ns, grow, shrink and grow_start_ns, replayed on the same halts
+ * (adaptive_update(): its window, the CPU it would have spent and the
+ * halts it would have slept through, decayed as the histogram).
+ *
+ * Of the candidates (0, each bucket's midpoint and upper edge up to
+ * max_ns, and max_ns), priced on the histogram, take the one whose worse
+ * ratio to the incumbent, max(CPU / (budget x the incumbent's CPU),
+ * latency / the incumbent's latency), is lowest. A score at most 1
+ * dominates the incumbent (at the default budget). Scores within 1/64 of
  * the lowest count as equal, and then the better other side wins, then
  * the larger window (a window beyond every halt seen costs nothing more by
  * the histogram, and the rare halt it catches is worth a whole sleep). The
  * window in force stays while its score is within 1/32 of the lowest: an
  * estimate from 64 halts crosses a threshold on noise, and alternating
- * windows mixes their costs. Where no window is clearly better than the
- * incumbent (the lowest score above 15/16) and the window the incumbent
- * keeps most often scores within 1/16 of it, that window is taken: the
- * histogram's log2 buckets are too coarse to tell windows near the
- * incumbent's apart (on an exponential tail they make its shrinks look
- * several times likelier than they are), and there the incumbent's own
- * choice is what nothing predicts better. Budget 0: the least CPU.
+ * windows mixes their costs.
+ *
+ * The estimate is checked against what happened: while this policy's own
+ * windows have cost more, over the same halts, than the incumbent's on
+ * either side (by 1/32 of it: CPU against the budget, latency against the
+ * incumbent's), it polls for the incumbent's window, so that it makes the
+ * very choices the incumbent would until the sums agree again. The log2
+ * buckets cannot place a halt inside its bucket (halts of 150 us and of
+ * 250 us look alike, and only one of them fits a 200 us window), so an
+ * estimate may promise what the halts do not give; the realized sums say
+ * so within a few dozen halts. Budget 0: the least CPU, by the histogram.
  */
 static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 				       const struct vsched_poll_state *s)
@@ -452,8 +361,8 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 	uint64_t cand[2 * VSCHED_POLL_BUCKETS + 2], total = 0;
 	double score[2 * VSCHED_POLL_BUCKETS + 2], other[2 * VSCHED_POLL_BUCKETS + 2];
 	const uint64_t sc = p->sleep_cpu_ns ? p->sleep_cpu_ns : VSCHED_POLL_SLEEP_CPU_NS;
+	const uint64_t follow = s->inc_window_ns < p->max_ns ? s->inc_window_ns : p->max_ns;
 	unsigned n = 0, best = 0, pick;
-	struct budget_cost inc;
 
 	for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++)
 		total += s->hist[i];
@@ -472,11 +381,14 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 	}
 	if (p->max_ns)
 		cand[n++] = p->max_ns;
-	inc = incumbent_cost(p, s, total, sc);
-	const double cap = inc.cpu * (double)p->cpu_budget_pct / 100.0;
+	/* The incumbent's realized cost, in histogram units (its sums decay
+	 * as the histogram's, one halt weighing 2^16 there). */
+	const double inc_cpu = (double)s->inc_cpu * HIST_ONE;
+	const double inc_lat = (double)total + 31.0 * (double)s->inc_slept;
+	const double cap = inc_cpu * (double)p->cpu_budget_pct / 100.0;
 	for (unsigned i = 0; i < n; i++) {
 		struct budget_cost c = window_cost(s, total, cand[i], sc);
-		double rc = c.cpu / (cap > 0 ? cap : 1.0), rl = c.lat / inc.lat;
+		double rc = c.cpu / (cap > 0 ? cap : 1.0), rl = c.lat / inc_lat;
 		if (!p->cpu_budget_pct) {
 			score[i] = c.cpu;
 			other[i] = c.lat;
@@ -487,11 +399,11 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 		if (score[i] < score[best])
 			best = i;
 	}
-	if (p->cpu_budget_pct && score[best] > 15.0 / 16) {
-		struct budget_cost m = window_cost(s, total, inc.mode, sc);
-		double rc = m.cpu / (cap > 0 ? cap : 1.0), rl = m.lat / inc.lat;
-		if ((rc > rl ? rc : rl) <= score[best] + 1.0 / 16)
-			return inc.mode;
+	if (p->cpu_budget_pct) {
+		const double own_cpu = (double)s->own_cpu * HIST_ONE;
+		const double own_lat = (double)total + 31.0 * (double)s->own_slept;
+		if (own_cpu > cap + cap / 32 || own_lat > inc_lat + inc_lat / 32)
+			return follow;
 	}
 	pick = best;
 	for (unsigned i = 0; i < n; i++) {
@@ -527,6 +439,16 @@ static void adaptive_update(const struct vsched_poll_params *p,
 	for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++)
 		s->hist[i] -= s->hist[i] >> p->decay_shift;
 	s->hist[bucket_of(d)] += HIST_ONE;
+	/* This halt under this policy's window and under the incumbent's:
+	 * CPU (a poll to the wake, or the window and a sleep) and sleeps. */
+	const uint64_t sc = p->sleep_cpu_ns ? p->sleep_cpu_ns : VSCHED_POLL_SLEEP_CPU_NS;
+	const uint64_t wk = s->inc_window_ns < p->max_ns ? s->inc_window_ns : p->max_ns;
+	const bool won = halt_ns <= window_ns, kwon = d <= wk;
+	s->own_cpu += (won ? halt_ns : window_ns + sc) - (s->own_cpu >> p->decay_shift);
+	s->own_slept += (won ? 0 : HIST_ONE) - (s->own_slept >> p->decay_shift);
+	s->inc_cpu += (kwon ? d : wk + sc) - (s->inc_cpu >> p->decay_shift);
+	s->inc_slept += (kwon ? 0 : HIST_ONE) - (s->inc_slept >> p->decay_shift);
+	kvm_step(p, &s->inc_window_ns, kwon ? d : d + wake_cost(p), true);
 	s->window_ns = adaptive_choose(p, s);
 }
 

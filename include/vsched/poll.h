@@ -39,18 +39,18 @@ enum vsched_poll_policy {
 	VSCHED_POLL_KVM = 2,
 	/**
 	 * vsched's: keeps a decaying log2 histogram of halt lengths (about
-	 * the last 64) and polls for the window W it predicts best. Each halt
-	 * it computes, on that histogram, the CPU (poll time plus
-	 * sleep_cpu_ns per sleep) and the latency of every candidate W and of
-	 * the incumbent, Linux's grow/shrink rule with the same parameters (a
-	 * Markov chain over its windows), and takes the W whose worse ratio
-	 * to the incumbent's is lowest, with the CPU side scaled by
-	 * cpu_budget_pct: at the default, no more CPU and no more latency
-	 * than KVM's (or, for waiters, QEMU's) polling wherever a window can
-	 * manage both, and better on both where the history predicts the
-	 * wakeups. With latency_weight non-zero it minimises CPU plus
-	 * weighted latency instead. With no halt learnt yet it does not poll
-	 * (doc/policies.md).
+	 * the last 64) and replays its incumbent, Linux's grow/shrink rule
+	 * with the same parameters, on the same halts. Each halt it prices
+	 * every candidate W on the histogram, CPU (poll time plus
+	 * sleep_cpu_ns per sleep) and latency, and takes the W whose worse
+	 * ratio to what the incumbent really cost is lowest, the CPU side
+	 * scaled by cpu_budget_pct; while its own windows have cost more than
+	 * the incumbent's on either side, it polls for the incumbent's
+	 * window. At the default: no more CPU and no more latency than KVM's
+	 * (or, for waiters, QEMU's) polling, and less where the history
+	 * predicts the wakeups. With latency_weight non-zero it minimises CPU
+	 * plus weighted latency instead. With no halt learnt yet it does not
+	 * poll (doc/policies.md).
 	 */
 	VSCHED_POLL_ADAPTIVE = 3,
 };
@@ -147,14 +147,14 @@ struct vsched_poll_params {
 	 * the same halts. The incumbent is Linux's grow/shrink rule with this
 	 * struct's max_ns, grow, shrink and grow_start_ns (KVM's halt polling
 	 * at the vCPU defaults, QEMU's AioContext polling at the waiter
-	 * defaults, vsched_poll_defaults_waiter()). Each halt the policy
-	 * computes, from its histogram, what the incumbent's rule costs in
-	 * CPU (polls plus sleep_cpu_ns per sleep) and in latency, and takes
-	 * the window whose worse ratio to the incumbent's (CPU over this
-	 * share of the incumbent's, latency over the incumbent's) is lowest.
-	 * Default 100: no more CPU and no more latency than the incumbent
-	 * wherever one window can do that, and both lower by the same factor
-	 * where the history predicts the wakeups. Above 100 it buys latency
+	 * defaults, vsched_poll_defaults_waiter()), replayed on the same
+	 * halts: its CPU (polls plus sleep_cpu_ns per sleep) and latency. The
+	 * policy takes the window whose worse ratio to the incumbent's (CPU
+	 * over this share of the incumbent's, latency over the incumbent's)
+	 * is lowest by its histogram, and polls for the incumbent's own
+	 * window while what it really spent exceeds either by 1/32. Default
+	 * 100: no more CPU and no more latency than the incumbent, and both
+	 * lower where the history predicts the wakeups. Above 100 it buys latency
 	 * with up to that much CPU; 0: the least CPU (polls only where that
 	 * is cheaper than sleeping). A struct whose size ends before it gets
 	 * 100. Added in 0.3.
@@ -181,6 +181,16 @@ struct vsched_poll_state {
 	uint32_t hist[VSCHED_POLL_BUCKETS];
 	/** Halts seen. */
 	uint64_t halts;
+	/**
+	 * ADAPTIVE (added in 0.3): its incumbent replayed on the same halts,
+	 * Linux's grow/shrink rule with the same parameters: the window that
+	 * rule would poll for next, and, decayed as `hist`, the CPU it would
+	 * have spent (ns, sleeps at sleep_cpu_ns) and the halts it would have
+	 * slept through (2^16 each); then the same two sums for the windows
+	 * this policy did poll for.
+	 */
+	uint64_t inc_window_ns;
+	uint64_t inc_cpu, inc_slept, own_cpu, own_slept;
 };
 
 /**
