@@ -402,6 +402,7 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 	const uint64_t cpu0 = sample ? vsched__thread_cpu_ns() : 0;
 	const bool learn_wake = s->params.policy == VSCHED_POLL_ADAPTIVE &&
 				!s->params.wake_cost_ns;
+	uint64_t arm_at = hl->sleep_start; /* this arm's; wake stamps before it are stale */
 	for (;;) {
 		uint64_t eff = op->deadline(t, hl->deadline);
 		/* The arm's mechanism, which the wakers read
@@ -423,18 +424,20 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 		/* A poster or kick moved us out of BLOCKED. */
 		reason = op->ready(t);
 		if (reason) {
+			/* The wake first: the CPU sample's clock read is a
+			 * syscall (~2 us) that the wake's must not include. */
+			if (learn_wake)
+				hl->res->wake_ns = vsched__learn_wake_cost(s, arm_at);
 			if (cpu0)
 				vsched__learn_sleep_cpu(s, cpu0, eff);
-			if (learn_wake)
-				hl->res->wake_ns =
-					vsched__learn_wake_cost(s, hl->sleep_start);
 			break;
 		}
 		/* Woken with nothing to do (its event was consumed before we
 		 * looked, or a doorbell rang for a false condition): arm
 		 * again, unless the caller's deadline has passed meanwhile (a
 		 * doorbell that keeps ringing must not starve it). */
-		if (ops->now_ns(ops->ctx) >= hl->deadline) {
+		arm_at = ops->now_ns(ops->ctx);
+		if (arm_at >= hl->deadline) {
 			reason = s->nlook && vsched__fd_check(s, hl->res)
 					 ? VSCHED_WAKE_FD
 					 : VSCHED_WAKE_DEADLINE;

@@ -6,6 +6,7 @@
  * the one flag that moves the sleeper's next sleep to epoll.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 
 #include "abi.h"
@@ -171,6 +172,15 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 	 * a doorbell is read by vsched, so it is EPOLLIN alone. */
 	if (fd < 0 || !events || (events & ~FD_EVENTS) || (bell && events != EPOLLIN))
 		return VSCHED_EINVAL;
+	/* vsched reads a doorbell itself, on the owner's thread: a blocking
+	 * fd would hang that read once it is empty. */
+	if (bell) {
+		int fl = fcntl(fd, F_GETFL);
+		if (fl < 0)
+			return -errno;
+		if (!(fl & O_NONBLOCK))
+			return VSCHED_EINVAL;
+	}
 	if (first && (rc = vsched__os_set_open(&s->os)))
 		return rc; /* open() closed what it created */
 	/* epoll hands back a slot number (the engine's own fds use 0 and

@@ -6,6 +6,9 @@
 #include "internal.h"
 
 #define HIST_ONE (1u << 16)
+/* Costs (a wakeup, a sleep's CPU, one halt's CPU in the sums) count up to
+ * 2^32 ns, 4.3 s: the decayed sums stay below 2^32 x 2^16 x 2^15. */
+#define COST_MAX (UINT64_C(1) << 32)
 #define BUCKET0_SHIFT 8 /* bucket 0: [0, 512); bucket i: [2^(8+i), 2^(9+i)) */
 
 /* One policy: its name (the command lines' and the benches') and its three
@@ -155,7 +158,15 @@ static void kvm_update(const struct vsched_poll_params *p,
  * measured (the engine puts its measurement in the copy it passes). */
 static uint64_t wake_cost(const struct vsched_poll_params *p)
 {
-	return p->wake_cost_ns ? p->wake_cost_ns : VSCHED_POLL_WAKE_COST_NS;
+	const uint64_t wc = p->wake_cost_ns ? p->wake_cost_ns : VSCHED_POLL_WAKE_COST_NS;
+	return wc < COST_MAX ? wc : COST_MAX;
+}
+
+/* A sleep's CPU: the parameter, or the default where none was measured. */
+static uint64_t sleep_cpu(const struct vsched_poll_params *p)
+{
+	const uint64_t sc = p->sleep_cpu_ns ? p->sleep_cpu_ns : VSCHED_POLL_SLEEP_CPU_NS;
+	return sc < COST_MAX ? sc : COST_MAX;
 }
 
 static unsigned bucket_of(uint64_t ns)
@@ -210,7 +221,7 @@ static uint64_t adaptive_choose_rate(const struct vsched_poll_params *p,
 	/* B, a sleep's cost: its CPU plus its weighted latency. Clamped so
 	 * that the sums below cannot overflow (2^31 x 2^32); saturating, as
 	 * a product that wraps would make sleeping look free. */
-	const uint64_t sc = p->sleep_cpu_ns ? p->sleep_cpu_ns : VSCHED_POLL_SLEEP_CPU_NS;
+	const uint64_t sc = sleep_cpu(p);
 	const uint64_t wc = wake_cost(p);
 	const uint64_t wl = p->latency_weight > UINT64_MAX / wc
 				    ? UINT64_MAX
@@ -349,7 +360,9 @@ static struct budget_cost window_cost(const struct vsched_poll_state *s,
  * windows have cost more, over the same halts, than the incumbent's on
  * either side (by 1/32 of it: CPU against the budget, latency against the
  * incumbent's), it polls for the incumbent's window, so that it makes the
- * very choices the incumbent would until the sums agree again. The log2
+ * very choices the incumbent would until the sums agree again. Below a
+ * budget of 100 (less CPU than the incumbent's) that cannot help, and a
+ * CPU over the budget falls back to the least CPU by the histogram. The log2
  * buckets cannot place a halt inside its bucket (halts of 150 us and of
  * 250 us look alike, and only one of them fits a 200 us window), so an
  * estimate may promise what the halts do not give; the realized sums say
@@ -360,7 +373,7 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 {
 	uint64_t cand[2 * VSCHED_POLL_BUCKETS + 2], total = 0;
 	double score[2 * VSCHED_POLL_BUCKETS + 2], other[2 * VSCHED_POLL_BUCKETS + 2];
-	const uint64_t sc = p->sleep_cpu_ns ? p->sleep_cpu_ns : VSCHED_POLL_SLEEP_CPU_NS;
+	const uint64_t sc = sleep_cpu(p);
 	const uint64_t follow = s->inc_window_ns < p->max_ns ? s->inc_window_ns : p->max_ns;
 	unsigned n = 0, best = 0, pick;
 
@@ -399,11 +412,25 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 		if (score[i] < score[best])
 			best = i;
 	}
-	if (p->cpu_budget_pct) {
+	if (p->cpu_budget_pct >= 100) {
 		const double own_cpu = (double)s->own_cpu * HIST_ONE;
 		const double own_lat = (double)total + 31.0 * (double)s->own_slept;
 		if (own_cpu > cap + cap / 32 || own_lat > inc_lat + inc_lat / 32)
 			return follow;
+	} else if (p->cpu_budget_pct &&
+		   (double)s->own_cpu * HIST_ONE > cap + cap / 32) {
+		/* Below the incumbent's CPU, following it cannot help: the
+		 * least CPU by the histogram instead. */
+		unsigned lo = 0;
+		double lc = window_cost(s, total, cand[0], sc).cpu;
+		for (unsigned i = 1; i < n; i++) {
+			double c = window_cost(s, total, cand[i], sc).cpu;
+			if (c < lc) {
+				lc = c;
+				lo = i;
+			}
+		}
+		return cand[lo];
 	}
 	pick = best;
 	for (unsigned i = 0; i < n; i++) {
@@ -441,14 +468,18 @@ static void adaptive_update(const struct vsched_poll_params *p,
 	s->hist[bucket_of(d)] += HIST_ONE;
 	/* This halt under this policy's window and under the incumbent's:
 	 * CPU (a poll to the wake, or the window and a sleep) and sleeps. */
-	const uint64_t sc = p->sleep_cpu_ns ? p->sleep_cpu_ns : VSCHED_POLL_SLEEP_CPU_NS;
+	const uint64_t sc = sleep_cpu(p);
 	const uint64_t wk = s->inc_window_ns < p->max_ns ? s->inc_window_ns : p->max_ns;
 	const bool won = halt_ns <= window_ns, kwon = d <= wk;
-	s->own_cpu += (won ? halt_ns : window_ns + sc) - (s->own_cpu >> p->decay_shift);
+	/* (window and wake as long as they are: sums capped at COST_MAX) */
+	const uint64_t own = won ? halt_ns : window_ns > COST_MAX ? COST_MAX : window_ns + sc;
+	const uint64_t inc = kwon ? d : wk > COST_MAX ? COST_MAX : wk + sc;
+	s->own_cpu += (own < COST_MAX ? own : COST_MAX) - (s->own_cpu >> p->decay_shift);
 	s->own_slept += (won ? 0 : HIST_ONE) - (s->own_slept >> p->decay_shift);
-	s->inc_cpu += (kwon ? d : wk + sc) - (s->inc_cpu >> p->decay_shift);
+	s->inc_cpu += (inc < COST_MAX ? inc : COST_MAX) - (s->inc_cpu >> p->decay_shift);
 	s->inc_slept += (kwon ? 0 : HIST_ONE) - (s->inc_slept >> p->decay_shift);
-	kvm_step(p, &s->inc_window_ns, kwon ? d : d + wake_cost(p), true);
+	kvm_step(p, &s->inc_window_ns,
+		 kwon ? d : d > UINT64_MAX - wake_cost(p) ? UINT64_MAX : d + wake_cost(p), true);
 	s->window_ns = adaptive_choose(p, s);
 }
 
@@ -519,6 +550,8 @@ static void update_adaptive(const struct vsched_poll_params *p,
 {
 	if (valid)
 		adaptive_update(p, s, window_ns, halt_ns);
+	else /* the incumbent shrinks on an invalid wakeup, as KVM does */
+		kvm_step(p, &s->inc_window_ns, halt_ns, false);
 }
 
 /* The policies, by enum vsched_poll_policy. */

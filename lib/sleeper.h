@@ -42,7 +42,7 @@ int vsched__sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
 			uint64_t deadline);
 int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 			uint64_t deadline, struct vsched_block_result *res);
-/* A sleep that a waker ended, begun at `start` (the VM's clock): learn
+/* A sleep that a waker ended, armed at `start` (the VM's clock): learn
  * its wakeup's latency from the stamp the waker left (wake_stamp), if that
  * waker woke this sleep, as an EWMA (1/8) of samples up to WAKE_COST_MAX.
  * Returns the sample, or 0 for none. */

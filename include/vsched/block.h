@@ -80,8 +80,8 @@ struct vsched_block_result {
 	/** Out: checks of the registered fds made while polling in this halt
 	 * (non-blocking epoll_pwait, rate-limited; see doc/policies.md). */
 	unsigned fd_checks;
-	/** Out: how long after the post, kick or exit that woke this halt's
-	 * sleep the thread ran again, in the VM's clock: what the adaptive
+	/** Out: how long after the post or kick that woke this halt's sleep
+	 * the thread ran again, in the VM's clock: what the adaptive
 	 * policy learns as its wake cost when wake_cost_ns is 0 (poll.h). 0
 	 * when the halt did not sleep, something else woke it (a deadline, a
 	 * doorbell or other fd, a signal), or the policy measures nothing.
@@ -217,7 +217,10 @@ VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
  * it saw the owner's "needs kick" armed, i.e. only while the owner sleeps
  * (the virtio ioeventfd of doc/adopting.md's I/O thread). vsched never
  * checks it while polling (no epoll_pwait every VSCHED_FD_CHECK_NS), reads
- * it itself when it rings (8 bytes: an eventfd's counter is reset), and
+ * it itself when it rings (reads of 512 bytes until one is short: one for
+ * an eventfd, whose counter it resets; an EFD_SEMAPHORE eventfd gives one
+ * count a read and rings again at the next sleep), so it must be
+ * O_NONBLOCK (else fd_add refuses it, VSCHED_EINVAL), and
  * never reports it: a ring only makes the owner look at its condition (a
  * waiter's cond, a vCPU's requests and event) again, and return for that,
  * or sleep again when the ring was left over from an earlier sleep.

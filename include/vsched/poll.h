@@ -100,8 +100,9 @@ struct vsched_poll_params {
 	 * ADAPTIVE: latency a sleep adds to a wakeup, taken out of the length
 	 * of slept halts and used to model the incumbent (which sees halts
 	 * with it). 0 (the vCPU default): the block engine measures it per
-	 * sleeper, from the post, kick or vsched_vcpu_exit() that woke it to
-	 * its running again (an EWMA from VSCHED_POLL_WAKE_COST_NS; wakes
+	 * sleeper, from the post or kick (vsched_vcpu_kick(),
+	 * vsched_waiter_kick(), a guest timer's expiry) that woke it to its
+	 * running again (an EWMA from VSCHED_POLL_WAKE_COST_NS; wakes
 	 * through a doorbell or other fd are not timed), and a replay without
 	 * the engine takes VSCHED_POLL_WAKE_COST_NS. Since 0.3; 0.2's default
 	 * was a fixed 50 us.

@@ -53,8 +53,10 @@ struct vsched_host_ops {
 	/** Wake every thread in `wait` on `word`. Default: futex wake. */
 	void (*wake)(uint32_t *word, void *ctx);
 	/** Current time in ns. Default: CLOCK_MONOTONIC. The poll loop reads
-	 * it on every iteration (a poll that wins ends at its last read):
-	 * keep it as cheap as a vDSO clock read, with no lock. */
+	 * it on every iteration (a poll that wins ends at its last read), and
+	 * every waker that wakes a sleeper reads it once, on the poster's or
+	 * kicker's thread (the sleeper's wake cost, poll.h): keep it as cheap
+	 * as a vDSO clock read, with no lock, callable from any thread. */
 	uint64_t (*now_ns)(void *ctx);
 	/**
 	 * Receives each payload that was accepted by vsched_post_payload()

@@ -1431,6 +1431,19 @@ static void test_doorbell_review(void **state)
 			 VSCHED_EINVAL);
 	assert_int_equal(vsched_waiter_fd_add(w, e, EPOLLIN | EPOLLEXCLUSIVE, 1),
 			 VSCHED_EINVAL);
+	/* A blocking doorbell (review): the library's own read of it would
+	 * hang once it is empty. A closed fd: the kernel's EBADF. */
+	int blk = eventfd(0, 0), q[2];
+	assert_int_equal(vsched_waiter_fd_add(w, blk, EPOLLIN | VSCHED_FD_DOORBELL, 1),
+			 VSCHED_EINVAL);
+	assert_int_equal(pipe(q), 0);
+	assert_int_equal(vsched_waiter_fd_add(w, q[0], EPOLLIN | VSCHED_FD_DOORBELL, 1),
+			 VSCHED_EINVAL);
+	close(q[0]);
+	close(q[1]);
+	assert_int_equal(vsched_waiter_fd_add(w, q[0], EPOLLIN | VSCHED_FD_DOORBELL, 1),
+			 -EBADF);
+	close(blk);
 	/* fd_del of every number but `e`'s (never added, or the library's
 	 * own): -ENOENT, nothing removed. */
 	for (int fd = 0; fd < 64; fd++)
