@@ -398,7 +398,7 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 	hl->waited = true;
 	/* Only the policy that uses it, and only when not given. */
 	const bool sample = s->params.policy == VSCHED_POLL_ADAPTIVE &&
-			    !s->params.sleep_cpu_ns && !(++s->sleeps % SLEEP_SAMPLE);
+			    !s->params.sleep_cpu_ns && vsched__sleep_sampled(++s->sleeps);
 	const uint64_t cpu0 = sample ? vsched__thread_cpu_ns() : 0;
 	const bool learn_wake = s->params.policy == VSCHED_POLL_ADAPTIVE &&
 				!s->params.wake_cost_ns;
