@@ -295,30 +295,40 @@ static uint64_t adaptive_choose_rate(const struct vsched_poll_params *p,
 
 /* The histogram seen as a distribution: a bucket's halts spread evenly over
  * it (bucket 0: [0, 512), bucket i: [2^(8+i), 2^(9+i))); the last bucket
- * is open-ended and never covered. cover() gives the weight of the halts
- * that end by x and the poll CPU they take (the sum of their lengths), in
- * histogram units (halts x 2^16): at most 2^22 x 2^21. */
-static void cover(const struct vsched_poll_state *s, uint64_t x, uint64_t *weight,
-		  uint64_t *cpu)
+ * is open-ended and never covered. Its prefix sums, taken once a halt:
+ * w[i], the weight of the buckets below i, and c[i], the poll CPU they
+ * take (the sum of their lengths), in histogram units (halts x 2^16): at
+ * most 2^31 x 2^21 at decay_shift 15. */
+struct hist_sums {
+	uint64_t w[VSCHED_POLL_BUCKETS], c[VSCHED_POLL_BUCKETS];
+};
+
+static void hist_sums(const struct vsched_poll_state *s, struct hist_sums *hs)
 {
-	uint64_t ws = 0, cs = 0;
+	hs->w[0] = hs->c[0] = 0;
 	for (unsigned i = 0; i + 1 < VSCHED_POLL_BUCKETS; i++) {
 		uint64_t hi = UINT64_C(1) << (BUCKET0_SHIFT + 1 + i);
-		uint64_t lo = i ? hi / 2 : 0, h = s->hist[i];
-		if (x >= hi) {
-			ws += h;
-			cs += h * (lo + (hi - lo) / 2);
-			continue;
-		}
-		if (x > lo) {
-			uint64_t part = h * (x - lo) / (hi - lo);
-			ws += part;
-			cs += part * (lo + (x - lo) / 2);
-		}
-		break;
+		uint64_t lo = i ? hi / 2 : 0;
+		hs->w[i + 1] = hs->w[i] + s->hist[i];
+		hs->c[i + 1] = hs->c[i] + (uint64_t)s->hist[i] * (lo + (hi - lo) / 2);
 	}
-	*weight = ws;
-	*cpu = cs;
+}
+
+/* The weight of the halts that end by x, and the poll CPU they take. O(1). */
+static void cover(const struct vsched_poll_state *s, const struct hist_sums *hs,
+		  uint64_t x, uint64_t *weight, uint64_t *cpu)
+{
+	unsigned i = bucket_of(x);
+	if (i + 1 >= VSCHED_POLL_BUCKETS) { /* every finite bucket */
+		*weight = hs->w[VSCHED_POLL_BUCKETS - 1];
+		*cpu = hs->c[VSCHED_POLL_BUCKETS - 1];
+		return;
+	}
+	uint64_t hi = UINT64_C(1) << (BUCKET0_SHIFT + 1 + i);
+	uint64_t lo = i ? hi / 2 : 0;
+	uint64_t part = (uint64_t)s->hist[i] * (x - lo) / (hi - lo);
+	*weight = hs->w[i] + part;
+	*cpu = hs->c[i] + part * (lo + (x - lo) / 2);
 }
 
 /* What window w costs over the histogram: CPU (polls, and sc per sleep)
@@ -329,10 +339,11 @@ struct budget_cost {
 };
 
 static struct budget_cost window_cost(const struct vsched_poll_state *s,
-				      uint64_t total, uint64_t w, uint64_t sc)
+				      const struct hist_sums *hs, uint64_t total,
+				      uint64_t w, uint64_t sc)
 {
 	uint64_t covered, cpu;
-	cover(s, w, &covered, &cpu);
+	cover(s, hs, w, &covered, &cpu);
 	double slept = (double)(total - covered);
 	return (struct budget_cost){ (double)cpu + slept * ((double)w + (double)sc),
 				     (double)total + 31.0 * slept };
@@ -376,11 +387,13 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 	const uint64_t sc = sleep_cpu(p);
 	const uint64_t follow = s->inc_window_ns < p->max_ns ? s->inc_window_ns : p->max_ns;
 	unsigned n = 0, best = 0, pick;
+	struct hist_sums hs;
 
 	for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++)
 		total += s->hist[i];
 	if (!total)
 		return 0; /* no halt learnt: nothing says polling pays */
+	hist_sums(s, &hs);
 	cand[n++] = 0;
 	for (unsigned i = 0; i + 1 < VSCHED_POLL_BUCKETS; i++) {
 		uint64_t hi = UINT64_C(1) << (BUCKET0_SHIFT + 1 + i);
@@ -400,7 +413,7 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 	const double inc_lat = (double)total + 31.0 * (double)s->inc_slept;
 	const double cap = inc_cpu * (double)p->cpu_budget_pct / 100.0;
 	for (unsigned i = 0; i < n; i++) {
-		struct budget_cost c = window_cost(s, total, cand[i], sc);
+		struct budget_cost c = window_cost(s, &hs, total, cand[i], sc);
 		double rc = c.cpu / (cap > 0 ? cap : 1.0), rl = c.lat / inc_lat;
 		if (!p->cpu_budget_pct) {
 			score[i] = c.cpu;
@@ -422,9 +435,9 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 		/* Below the incumbent's CPU, following it cannot help: the
 		 * least CPU by the histogram instead. */
 		unsigned lo = 0;
-		double lc = window_cost(s, total, cand[0], sc).cpu;
+		double lc = window_cost(s, &hs, total, cand[0], sc).cpu;
 		for (unsigned i = 1; i < n; i++) {
-			double c = window_cost(s, total, cand[i], sc).cpu;
+			double c = window_cost(s, &hs, total, cand[i], sc).cpu;
 			if (c < lc) {
 				lc = c;
 				lo = i;
