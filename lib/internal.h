@@ -130,6 +130,11 @@ struct vsched__sleeper {
 	uint64_t sleep_cpu_ns;      /* measured CPU of a woken sleep (EWMA) */
 	uint64_t wake_cost_ns;      /* measured latency of a woken sleep (EWMA) */
 	unsigned sleeps;            /* sleeps armed: one in SLEEP_SAMPLE is timed */
+	/* Host contention (lib/block.c, CONTEND_* in lib/sleeper.h): no
+	 * polling until contend_until (VM clock); the back-off's length;
+	 * false when VSCHED_CONTENTION_BACKOFF=0 turned it off. */
+	uint64_t contend_until, contend_backoff;
+	bool contend_on;
 	struct vsched_poll_params params; /* the policy in force */
 	/* Owner-only, but read by a destroy that raced the owner out of its
 	 * contract: relaxed atomics (plain moves), so that such a race costs
@@ -144,7 +149,7 @@ struct vsched__sleeper {
 	struct {
 		_Atomic uint64_t successful, attempted, invalid;
 		_Atomic uint64_t success_ns, fail_ns, wait_ns, vetoed;
-		_Atomic uint64_t skips, stores, spurious, fd_checks;
+		_Atomic uint64_t skips, stores, spurious, fd_checks, contended;
 		_Atomic uint64_t hist_success[VSCHED_HIST_BUCKETS];
 		_Atomic uint64_t hist_fail[VSCHED_HIST_BUCKETS];
 		_Atomic uint64_t hist_wait[VSCHED_HIST_BUCKETS];

@@ -6,6 +6,7 @@
 #include <urcu/urcu-bp.h>
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "abi.h"
@@ -109,6 +110,12 @@ void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
 	s->tfd_at = TFD_UNKNOWN;
 	s->sleep_cpu_ns = VSCHED_POLL_SLEEP_CPU_NS;
 	s->wake_cost_ns = VSCHED_POLL_WAKE_COST_NS;
+	/* The host-contention back-off (lib/sleeper.h, CONTEND_*), unless
+	 * the environment turns it off: a switch for comparing with it off
+	 * (vsched-bench iothread --hog), read here, once per sleeper, never
+	 * on the halt path. */
+	const char *e = getenv("VSCHED_CONTENTION_BACKOFF");
+	s->contend_on = !(e && !strcmp(e, "0"));
 }
 
 /* Idempotent: a destroyed vCPU is finished again with its VM. */

@@ -1,0 +1,414 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The block engine's host-contention back-off (lib/sleeper.h, CONTEND_*):
+ * a poll whose thread was preempted (a gap of over 100 us between two of
+ * the poll loop's clock reads) ends, and the sleeper does not poll for a back-off that
+ * doubles per preemption; a poll that runs long enough without a gap halves
+ * it. Contention is injected through the VM's clock (a fake now_ns that
+ * jumps once inside the poll, as a preempted poller sees it): behaviour
+ * only, never the machine's load or timing.
+ */
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+enum { K_REQ = 0 };
+enum { GAP = 1000000, MS = 1000000 };
+
+/* The clock: 100 ns per read; a jump of `gap_ns` at read `gap_at` (counted
+ * from the halt's start); a post at read `post_at` (a poll that wins). */
+static unsigned reads, gap_at, post_at;
+static uint64_t gap_ns;
+static uint64_t sleep_ns; /* a sleep lasts this long, then a post ends it */
+static uint64_t hook_ns;  /* the blocking hook takes this long */
+static unsigned sleeps;
+
+static void clock_read(struct fake_host *h)
+{
+	h->now += 100;
+	reads++;
+	if (gap_at && reads == gap_at)
+		h->now += gap_ns;
+	if (post_at && reads == post_at)
+		assert_int_equal(vsched_post(h->vcpu, K_REQ), 0);
+}
+
+/* A sleep that a post ends after sleep_ns. */
+static int sleep_then_post(struct fake_host *h, uint32_t *w, uint32_t exp,
+			   uint64_t dl)
+{
+	(void)w, (void)exp, (void)dl;
+	sleeps++;
+	h->now += sleep_ns;
+	assert_int_equal(vsched_post(h->vcpu, K_REQ), 0);
+	return 0;
+}
+
+struct rig {
+	struct fake_host h;
+	struct vsched_host_ops ops;
+	struct vsched_vm *vm;
+	struct vsched_vcpu *v;
+};
+
+static void rig_up(struct rig *r, unsigned policy, uint64_t max_ns)
+{
+	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
+	struct vsched_poll_params pp;
+
+	memset(r, 0, sizeof(*r));
+	r->h.now = 1000;
+	r->h.on_clock = clock_read;
+	r->h.on_wait = sleep_then_post;
+	r->ops = fake_ops(&r->h);
+	vsched_poll_defaults(policy, max_ns, &pp);
+	cfg.ops = &r->ops;
+	cfg.poll = &pp;
+	assert_int_equal(vsched_vm_create(&cfg, &r->vm), 0);
+	declare(r->vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(r->vm, 0), 0);
+	r->v = r->h.vcpu = make_vcpu(r->vm, 0);
+	gap_at = post_at = 0;
+	gap_ns = GAP;
+	sleep_ns = 1000;
+	sleeps = 0;
+}
+
+/* One halt; the clock's counters restart with it. */
+static int halt(struct rig *r, struct vsched_block_result *res)
+{
+	int rc;
+
+	reads = 0;
+	res->size = sizeof(*res);
+	rc = vsched_vcpu_block_ex(r->v, VSCHED_DEADLINE_NONE, res);
+	assert_int_equal(vsched_service(r->v), 1);
+	gap_at = post_at = 0;
+	return rc;
+}
+
+/* A poll that wins after `n` reads (n * 100 ns of polling), no gap. */
+static void expect_poll_wins(struct rig *r, unsigned n)
+{
+	struct vsched_block_result res;
+	unsigned s = sleeps;
+
+	post_at = n;
+	assert_int_equal(halt(r, &res), VSCHED_WAKE_REQUEST);
+	assert_false(res.vetoed);
+	assert_true(res.poll_won);
+	assert_int_equal(sleeps, s);
+}
+
+/* A halt that the back-off keeps from polling: it sleeps at once. */
+static void expect_backed_off(struct rig *r)
+{
+	struct vsched_block_result res;
+	unsigned s = sleeps;
+
+	assert_int_equal(halt(r, &res), VSCHED_WAKE_REQUEST);
+	assert_true(res.vetoed);
+	assert_int_equal(res.poll_ns, 0);
+	assert_false(res.poll_won);
+	assert_int_equal(sleeps, s + 1);
+}
+
+/* A poll preempted at its 5th read: it stops there and sleeps. */
+static void expect_preempted(struct rig *r)
+{
+	struct vsched_block_result res;
+	unsigned s = sleeps;
+
+	gap_at = 5;
+	assert_int_equal(halt(r, &res), VSCHED_WAKE_REQUEST);
+	assert_false(res.vetoed);
+	assert_false(res.poll_won);
+	assert_int_equal(sleeps, s + 1);
+	/* It ended at the read that saw the gap, far short of the window. */
+	assert_true(res.poll_ns >= GAP + hook_ns &&
+		    res.poll_ns < GAP + hook_ns + 10 * 100);
+}
+
+static void test_preempted_poll_stops_and_backs_off(void **state)
+{
+	struct rig r;
+	(void)state;
+
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
+	expect_poll_wins(&r, 50);
+	assert_int_equal(stats_of(r.v).halt_poll_contended, 0);
+
+	expect_preempted(&r);
+	struct vsched_vcpu_stats st = stats_of(r.v);
+	assert_int_equal(st.halt_poll_contended, 1);
+	assert_int_equal(st.halt.halt_poll_vetoed, 0);
+	assert_int_equal(st.halt.halt_attempted_poll, 2);
+
+	/* Inside the back-off (1 ms from the gap): no polling, counted. */
+	expect_backed_off(&r);
+	expect_backed_off(&r);
+	st = stats_of(r.v);
+	assert_int_equal(st.halt_poll_contended, 3);
+	assert_int_equal(st.halt.halt_poll_vetoed, 2);
+	assert_int_equal(st.halt.halt_attempted_poll, 2);
+
+	/* After it: the policy's window again. */
+	r.h.now += MS;
+	expect_poll_wins(&r, 50);
+	st = stats_of(r.v);
+	assert_int_equal(st.halt_poll_contended, 3);
+	assert_int_equal(st.halt.halt_attempted_poll, 3);
+	vsched_vm_destroy(r.vm);
+}
+
+/* Each preemption in a row doubles the back-off; a poll of 20 us or more
+ * without a gap of 100 us halves it, a shorter one (no evidence) leaves
+ * it. */
+static void test_backoff_doubles_and_halves(void **state)
+{
+	struct rig r;
+	(void)state;
+
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
+	expect_preempted(&r); /* 1 ms */
+	r.h.now += MS;
+	expect_preempted(&r); /* the probe: 2 ms */
+	r.h.now += MS + MS / 2;
+	expect_backed_off(&r);
+	r.h.now += MS;
+	expect_preempted(&r); /* 4 ms */
+	r.h.now += 3 * MS + MS / 2;
+	expect_backed_off(&r);
+	r.h.now += MS;
+	/* Short wins (2 us): no evidence, still 4 ms. */
+	expect_poll_wins(&r, 20);
+	expect_poll_wins(&r, 20);
+	expect_preempted(&r); /* 8 ms */
+	r.h.now += 7 * MS + MS / 2;
+	expect_backed_off(&r);
+	r.h.now += MS;
+	/* Two polls of 30 us without a gap: 8 -> 4 -> 2 ms. */
+	expect_poll_wins(&r, 300);
+	expect_poll_wins(&r, 300);
+	expect_preempted(&r); /* 4 ms again */
+	r.h.now += 3 * MS + MS / 2;
+	expect_backed_off(&r);
+	r.h.now += MS;
+	expect_poll_wins(&r, 50);
+	/* Three clean polls: 4 -> 2 -> 1 -> none; then a preemption
+	 * starts again at 1 ms. */
+	expect_poll_wins(&r, 300);
+	expect_poll_wins(&r, 300);
+	expect_poll_wins(&r, 300);
+	expect_preempted(&r);
+	r.h.now += MS / 2;
+	expect_backed_off(&r);
+	r.h.now += MS / 2 + 1000;
+	expect_poll_wins(&r, 50);
+	vsched_vm_destroy(r.vm);
+}
+
+/* Only gaps inside the poll count: not the hooks before it, not a clock
+ * that went back, not steps below 100 us. */
+static void slow_blocking(struct vsched_vcpu *v, void *ctx)
+{
+	(void)v;
+	((struct fake_host *)ctx)->now += hook_ns;
+}
+
+static void test_only_gaps_inside_the_poll(void **state)
+{
+	struct rig r;
+	(void)state;
+
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
+	vsched_vm_destroy(r.vm);
+	/* A blocking hook that takes 5 ms (before the loop's first read). */
+	r.ops.blocking = slow_blocking;
+	struct vsched_vm_config cfg = { .size = sizeof(cfg), .ops = &r.ops };
+	struct vsched_poll_params pp;
+	vsched_poll_defaults(VSCHED_POLL_FIXED, 50 * MS, &pp);
+	cfg.poll = &pp;
+	assert_int_equal(vsched_vm_create(&cfg, &r.vm), 0);
+	declare(r.vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(r.vm, 0), 0);
+	r.v = r.h.vcpu = make_vcpu(r.vm, 0);
+	hook_ns = 5 * MS;
+	expect_poll_wins(&r, 50);
+	/* A step of 99.9 us: no preemption. */
+	gap_ns = 99800;
+	gap_at = 5;
+	expect_poll_wins(&r, 50);
+	/* The clock going back 1 ms inside the poll. */
+	gap_ns = (uint64_t)0 - MS;
+	gap_at = 5;
+	expect_poll_wins(&r, 50);
+	assert_int_equal(stats_of(r.v).halt_poll_contended, 0);
+	/* A real gap still counts. */
+	gap_ns = GAP;
+	expect_preempted(&r);
+	assert_int_equal(stats_of(r.v).halt_poll_contended, 1);
+	hook_ns = 0;
+	vsched_vm_destroy(r.vm);
+}
+
+/* The policy learns every halt while backed off: KVM's window grows on
+ * the short sleeps it did not poll for, as a replay through the public
+ * policy says, and the first poll after the back-off uses that window. */
+static void test_policy_learns_while_backed_off(void **state)
+{
+	struct vsched_block_result res;
+	struct vsched_poll_params pp;
+	struct vsched_poll_state ps;
+	struct rig r;
+	(void)state;
+
+	rig_up(&r, VSCHED_POLL_KVM, 200000);
+	vsched_poll_defaults(VSCHED_POLL_KVM, 200000, &pp);
+	assert_int_equal(vsched_poll_init(&pp, &ps), 0);
+	/* Halts that sleep 5 us: KVM grows its window from 0. */
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(halt(&r, &res), VSCHED_WAKE_REQUEST);
+		assert_int_equal(res.window_ns, vsched_poll_window(&pp, &ps));
+		assert_int_equal(vsched_poll_update(&pp, &ps, res.window_ns,
+						    res.halt_ns, true), 0);
+	}
+	const uint64_t before = vsched_poll_window(&pp, &ps);
+	assert_true(before > 0);
+	/* A preempted poll, then halts inside the back-off. */
+	gap_at = 5;
+	assert_int_equal(halt(&r, &res), VSCHED_WAKE_REQUEST);
+	assert_int_equal(res.window_ns, before);
+	assert_int_equal(vsched_poll_update(&pp, &ps, res.window_ns, res.halt_ns, true), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(halt(&r, &res), VSCHED_WAKE_REQUEST);
+		assert_true(res.vetoed);
+		assert_int_equal(vsched_poll_update(&pp, &ps, res.window_ns,
+						    res.halt_ns, true), 0);
+	}
+	assert_int_equal(stats_of(r.v).halt_poll_contended, 4);
+	/* After the back-off: the window of a policy that saw every halt. */
+	r.h.now += MS;
+	const uint64_t expect = vsched_poll_window(&pp, &ps);
+	assert_int_not_equal(expect, before);
+	assert_int_equal(halt(&r, &res), VSCHED_WAKE_REQUEST);
+	assert_false(res.vetoed);
+	assert_int_equal(res.window_ns, expect);
+	vsched_vm_destroy(r.vm);
+}
+
+/* A waiter backs off too (its own sleeper, the VM's clock). */
+static struct vsched_waiter *wp;
+static _Atomic bool wready;
+static bool w_cond(void *arg)
+{
+	(void)arg;
+	return atomic_load(&wready);
+}
+
+static void w_clock(struct fake_host *h)
+{
+	h->now += 100;
+	reads++;
+	if (gap_at && reads == gap_at)
+		h->now += gap_ns;
+	if (post_at && reads == post_at)
+		atomic_store(&wready, true);
+}
+
+static int w_sleep(struct fake_host *h, uint32_t *w, uint32_t exp, uint64_t dl)
+{
+	(void)w, (void)exp, (void)dl;
+	sleeps++;
+	h->now += 1000;
+	atomic_store(&wready, true);
+	assert_int_equal(vsched_waiter_kick(wp), 1); /* it was asleep */
+	return 0;
+}
+
+static void test_waiter_backs_off(void **state)
+{
+	struct vsched_block_result res = { .size = sizeof(res) };
+	struct fake_host h = { .now = 1000, .on_clock = w_clock, .on_wait = w_sleep };
+	struct vsched_host_ops ops = fake_ops(&h);
+	struct vsched_waiter *w;
+	struct vsched_halt_stats hs;
+	struct vsched_poll_params pp;
+	(void)state;
+
+	struct vsched_vm *vm = make_vm(&ops, 50 * MS);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_waiter_config cfg = { .size = sizeof(cfg), .cond = w_cond };
+	vsched_poll_defaults(VSCHED_POLL_FIXED, 50 * MS, &pp);
+	cfg.poll = &pp;
+	assert_int_equal(vsched_waiter_create_ex(vm, &cfg, &w), 0);
+	wp = w;
+	sleeps = 0;
+	gap_ns = GAP;
+
+	/* Preempted: the poll stops and the waiter sleeps. */
+	reads = 0, gap_at = 5, post_at = 0, wready = false;
+	assert_int_equal(vsched_waiter_wait(w, VSCHED_DEADLINE_NONE, &res),
+			 VSCHED_WAKE_REQUEST);
+	assert_false(res.poll_won);
+	assert_int_equal(sleeps, 1);
+	/* Backed off: no poll. */
+	reads = 0, gap_at = 0, post_at = 0, wready = false;
+	assert_int_equal(vsched_waiter_wait(w, VSCHED_DEADLINE_NONE, &res),
+			 VSCHED_WAKE_REQUEST);
+	assert_true(res.vetoed);
+	assert_int_equal(sleeps, 2);
+	assert_int_equal(vsched_waiter_stats(w, &hs), 0);
+	assert_int_equal(hs.halt_poll_vetoed, 1);
+	/* Over: it polls and wins. */
+	h.now += MS;
+	reads = 0, post_at = 50, wready = false;
+	assert_int_equal(vsched_waiter_wait(w, VSCHED_DEADLINE_NONE, &res),
+			 VSCHED_WAKE_REQUEST);
+	assert_true(res.poll_won);
+	assert_int_equal(sleeps, 2);
+	vsched_waiter_destroy(w);
+	vsched_vm_destroy(vm);
+}
+
+/* VSCHED_CONTENTION_BACKOFF=0, at the sleeper's creation, turns it off:
+ * a preempted poll polls on to the end of its window. */
+static void test_environment_turns_it_off(void **state)
+{
+	struct vsched_block_result res;
+	struct rig r;
+	(void)state;
+
+	assert_int_equal(setenv("VSCHED_CONTENTION_BACKOFF", "0", 1), 0);
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
+	assert_int_equal(unsetenv("VSCHED_CONTENTION_BACKOFF"), 0);
+	gap_at = 5;
+	post_at = 100;
+	assert_int_equal(halt(&r, &res), VSCHED_WAKE_REQUEST);
+	assert_true(res.poll_won);
+	assert_false(res.vetoed);
+	assert_int_equal(stats_of(r.v).halt_poll_contended, 0);
+	assert_int_equal(sleeps, 0);
+	vsched_vm_destroy(r.vm);
+	/* A vCPU created after the unset has it. */
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
+	expect_preempted(&r);
+	assert_int_equal(stats_of(r.v).halt_poll_contended, 1);
+	vsched_vm_destroy(r.vm);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_preempted_poll_stops_and_backs_off),
+		cmocka_unit_test(test_backoff_doubles_and_halves),
+		cmocka_unit_test(test_only_gaps_inside_the_poll),
+		cmocka_unit_test(test_policy_learns_while_backed_off),
+		cmocka_unit_test(test_waiter_backs_off),
+		cmocka_unit_test(test_environment_turns_it_off),
+	};
+	unsetenv("VSCHED_CONTENTION_BACKOFF");
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
