@@ -274,10 +274,10 @@ first_look(const struct target_ops *op, const struct target *t,
  */
 static void contention_seen(struct vsched__sleeper *s, uint64_t now)
 {
-	uint64_t b = s->contend_backoff ? 2 * s->contend_backoff : CONTEND_MIN_NS;
+	uint64_t b = s->ct.backoff ? 2 * s->ct.backoff : CONTEND_MIN_NS;
 
-	s->contend_backoff = b < CONTEND_MAX_NS ? b : CONTEND_MAX_NS;
-	s->contend_until = now + s->contend_backoff;
+	s->ct.backoff = b < CONTEND_MAX_NS ? b : CONTEND_MAX_NS;
+	s->ct.until = now + s->ct.backoff;
 }
 
 /* A poll from `from` to `now` with no gap: if it lasted long enough to
@@ -285,16 +285,28 @@ static void contention_seen(struct vsched__sleeper *s, uint64_t now)
 static void contention_clear(struct vsched__sleeper *s, uint64_t from,
 			     uint64_t now)
 {
-	if (s->contend_backoff && now - from >= CONTEND_CLEAN_NS) {
-		s->contend_backoff /= 2;
-		if (s->contend_backoff < CONTEND_MIN_NS)
-			s->contend_backoff = 0;
+	if (s->ct.backoff && now - from >= CONTEND_CLEAN_NS) {
+		s->ct.backoff /= 2;
+		if (s->ct.backoff < CONTEND_MIN_NS)
+			s->ct.backoff = 0;
 	}
 }
 
+/* A halt at `now` that the last sample of the host's runnable count kept
+ * from polling: sample again if that one is CONTEND_SAMPLE_NS old (this
+ * halt would sleep: the pread is no poll's). Still contended? */
+static bool still_busy(struct vsched__sleeper *s, uint64_t now)
+{
+	if (now - s->ct.sampled >= CONTEND_SAMPLE_NS) {
+		s->ct.sampled = now;
+		s->ct.busy = s->ct.fd >= 0 && vsched__host_busy(s);
+	}
+	return s->ct.busy;
+}
+
 /* The policy's window for this halt, unless the guest's poll control, the
- * target or the contention back-off vetoes it (counted): 0 means sleep at
- * once. */
+ * target or host contention (lib/sleeper.h) vetoes it (counted): 0 means
+ * sleep at once. */
 static inline __attribute__((always_inline)) uint64_t
 choose_window(const struct target_ops *op, const struct target *t,
 	      struct halt *hl)
@@ -304,7 +316,8 @@ choose_window(const struct target_ops *op, const struct target *t,
 	hl->window = vsched__poll_window(&s->params, &s->poll);
 	if (!hl->window)
 		return 0;
-	hl->contended = hl->t0 < s->contend_until;
+	hl->contended = hl->t0 < s->ct.until ||
+			(VSCHED__UNLIKELY(s->ct.busy) && still_busy(s, hl->t0));
 	hl->vetoed = atomic_load_explicit(&s->guest_poll_off, memory_order_relaxed) ||
 		     op->veto(t) || hl->contended;
 	if (hl->vetoed) {
@@ -321,9 +334,10 @@ choose_window(const struct target_ops *op, const struct target *t,
  * polling (the first after an eighth of it, so that a poll won at once
  * makes no syscall) it looks again at the sleep's deadline (a guest timer
  * armed since the window began: an arm wakes only a BLOCKED vCPU) and at
- * the fds. A gap of over CONTEND_GAP_NS between two of its clock reads
- * (its thread was preempted) ends the poll and starts the contention
- * back-off. Returns the reason the poll ended the halt, or 0 to go to
+ * the fds, and samples the host's runnable count when that is due. Host
+ * contention (a sample, or a gap of over CONTEND_GAP_NS between two of its
+ * clock reads: its thread was preempted) ends the poll (lib/sleeper.h).
+ * Returns the reason the poll ended the halt, or 0 to go to
  * sleep. */
 
 static inline __attribute__((always_inline)) int
@@ -357,9 +371,10 @@ poll_window(const struct target_ops *op, const struct target *t,
 		vsched__relax();
 		now = ops->now_ns(ops->ctx);
 		/* Preempted since the last read (not across the first: the
-		 * hooks before the loop are not the poll's): stop, back off. */
+		 * hooks before the loop are not the poll's): stop, back off
+		 * (lib/sleeper.h). */
 		if (VSCHED__UNLIKELY(now > last + CONTEND_GAP_NS) && last &&
-		    s->contend_on) {
+		    s->ct.on) {
 			contention_seen(s, now);
 			hl->contended = true;
 			vsched__count(&s->hs.contended);
@@ -367,6 +382,16 @@ poll_window(const struct target_ops *op, const struct target *t,
 		}
 		last = now;
 		if (now >= next_look) {
+			/* The host's runnable count, sampled (not in a poll
+			 * won before the first look: lib/sleeper.h). */
+			if (s->ct.fd >= 0 && now - s->ct.sampled >= CONTEND_SAMPLE_NS) {
+				s->ct.sampled = now;
+				if ((s->ct.busy = vsched__host_busy(s))) {
+					hl->contended = true;
+					vsched__count(&s->hs.contended);
+					break;
+				}
+			}
 			/* A timer armed meanwhile ends the window at its
 			 * deadline (timer_due below posts it). */
 			uint64_t e = op->deadline(t, hl->deadline);

@@ -130,11 +130,17 @@ struct vsched__sleeper {
 	uint64_t sleep_cpu_ns;      /* measured CPU of a woken sleep (EWMA) */
 	uint64_t wake_cost_ns;      /* measured latency of a woken sleep (EWMA) */
 	unsigned sleeps;            /* sleeps armed: one in SLEEP_SAMPLE is timed */
-	/* Host contention (lib/block.c, CONTEND_* in lib/sleeper.h): no
-	 * polling until contend_until (VM clock); the back-off's length;
-	 * false when VSCHED_CONTENTION_BACKOFF=0 turned it off. */
-	uint64_t contend_until, contend_backoff;
-	bool contend_on;
+	/* Host contention (lib/sleeper.h, CONTEND_*): `on` unless
+	 * VSCHED_CONTENTION_BACKOFF=0; the preemption back-off (no polling
+	 * until `until`, VM clock; its length); the runnable-count sampler
+	 * (the process's /proc/loadavg fd, -1: none; `ref`: this sleeper
+	 * holds a reference to it; `busy`: the sample taken at `sampled`
+	 * said more runnable tasks than CPUs). */
+	struct {
+		uint64_t until, backoff, sampled;
+		int fd;
+		bool on, ref, busy;
+	} ct;
 	struct vsched_poll_params params; /* the policy in force */
 	/* Owner-only, but read by a destroy that raced the owner out of its
 	 * contract: relaxed atomics (plain moves), so that such a race costs

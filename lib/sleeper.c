@@ -3,11 +3,14 @@
  * A sleeper's life (init, fini) and the poll policy in force: its own, or
  * its VM's, refreshed under RCU when either changes (lib/sleeper.h).
  */
+#define _GNU_SOURCE /* secure_getenv */
 #include <urcu/urcu-bp.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "abi.h"
 #include "mode.h"
@@ -99,6 +102,65 @@ int vsched_vcpu_set_poll(struct vsched_vcpu *v,
 	return rc;
 }
 
+/*
+ * The host's runnable count (lib/sleeper.h, CONTEND_SAMPLE_NS): one
+ * read-only fd of /proc/loadavg per process, shared by every sleeper that
+ * backs off: opened by the first one's creation (the thread that creates
+ * it, ahead of any seccomp filter of the owner's), closed by the last
+ * one's fini. VSCHED_CONTENTION_SOURCE names another file of the same
+ * format (the tests' fake host load). No /proc: no sampler.
+ */
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static int load_fd = -1;
+static unsigned load_users;
+
+static void load_get(struct vsched__sleeper *s)
+{
+	pthread_mutex_lock(&load_lock);
+	if (!load_users++) {
+		const char *src = secure_getenv("VSCHED_CONTENTION_SOURCE");
+		load_fd = open(src ? src : "/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	}
+	s->ct.fd = load_fd;
+	s->ct.ref = true;
+	pthread_mutex_unlock(&load_lock);
+}
+
+static void load_put(struct vsched__sleeper *s)
+{
+	if (!s->ct.ref)
+		return;
+	pthread_mutex_lock(&load_lock);
+	if (!--load_users && load_fd >= 0) {
+		close(load_fd);
+		load_fd = -1;
+	}
+	s->ct.ref = false;
+	s->ct.fd = -1;
+	pthread_mutex_unlock(&load_lock);
+}
+
+/* One sample: more runnable tasks on the host than the VM's CPUs? The 4th
+ * field of /proc/loadavg, "R/T", is nr_running() now, the sampling thread
+ * included. A read that fails (a seccomp filter's errno) ends the
+ * sampling for this sleeper. Owner thread; one pread. */
+bool vsched__host_busy(struct vsched__sleeper *s)
+{
+	char b[128];
+	const char *p = b;
+	ssize_t n = pread(s->ct.fd, b, sizeof(b) - 1, 0);
+
+	if (n <= 0) {
+		s->ct.fd = -1;
+		return false;
+	}
+	b[n] = 0;
+	for (int i = 0; i < 3 && p; i++)
+		if ((p = strchr(p, ' ')))
+			p++;
+	return p && strtoul(p, NULL, 10) > s->vm->ncpus;
+}
+
 void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
 			  _Atomic uint32_t *word)
 {
@@ -114,8 +176,11 @@ void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
 	 * the environment turns it off: a switch for comparing with it off
 	 * (vsched-bench iothread --hog), read here, once per sleeper, never
 	 * on the halt path. */
-	const char *e = getenv("VSCHED_CONTENTION_BACKOFF");
-	s->contend_on = !(e && !strcmp(e, "0"));
+	const char *e = secure_getenv("VSCHED_CONTENTION_BACKOFF");
+	s->ct.on = !(e && !strcmp(e, "0"));
+	s->ct.fd = -1;
+	if (s->ct.on)
+		load_get(s);
 }
 
 /* Idempotent: a destroyed vCPU is finished again with its VM. */
@@ -123,6 +188,7 @@ void vsched__sleeper_fini(struct vsched__sleeper *s)
 {
 	struct vsched__poll_cfg *own;
 
+	load_put(s);
 	vsched__os_set_close(&s->os);
 	vsched__free_fd_tables(s);
 	/* Acquire: a set_poll that raced the destroy published its policy

@@ -41,21 +41,46 @@ static inline bool vsched__sleep_sampled(unsigned sleeps)
 }
 
 /*
- * Host contention (lib/block.c, poll_window()): the poll loop reads the
- * VM's clock on every iteration anyway, tens of ns apart; two consecutive
- * reads more than CONTEND_GAP_NS apart mean the polling thread lost its
- * CPU meanwhile for longer than an interrupt or a short task's wakeup: a
- * task that got a time slice (or, in a VM, the host ran something else on
- * its vCPU), so polling competes with runnable work. The poll stops there
- * (the halt sleeps) and the sleeper backs off: no polling for
- * CONTEND_MIN_NS, doubling on each new preemption up to CONTEND_MAX_NS.
- * Once the back-off has run out, the next window polls again (a probe); a
- * poll that runs CONTEND_CLEAN_NS or more without such a gap halves the
- * back-off (below CONTEND_MIN_NS: none). No syscall, no fd: a compare per
- * poll iteration. Measured on a loaded 2-core VM (load 4), a spinning
- * thread's gaps: ~1,500/s of 20-50 us (interrupts, short wakeups), ~110/s
- * over 100 us, nearly all of them 1 ms or more (other tasks' slices).
+ * Host contention (lib/block.c): two signals, one back-off state per
+ * sleeper; while either says "contended" the sleeper does not poll (a
+ * poll under way stops and the halt sleeps), and it returns to its policy
+ * when both have cleared. Each skipped or cut poll is counted in
+ * halt_poll_contended (a skipped one as a veto too). The policy still
+ * learns every halt. VSCHED_CONTENTION_BACKOFF=0 at a sleeper's creation
+ * turns both off for it.
+ *
+ * 1. The host's runnable count, sampled: one pread of /proc/loadavg (its
+ *    4th field, nr_running() now; ~2 us) at most once per
+ *    CONTEND_SAMPLE_NS of the VM's clock per sleeper, and only where a
+ *    halt spends time anyway: in a poll that has run VSCHED_FD_CHECK_NS/8
+ *    (a poll won before that makes no syscall), or at the start of a halt
+ *    that the last sample kept from polling (it would sleep). More
+ *    runnable tasks than the VM's CPUs (online CPUs; the sampler counts
+ *    itself) means one is waiting for a CPU: contended until a sample says
+ *    otherwise. This is KVM's single_task_running() made host-wide and
+ *    sampled. Blind spots: tasks waiting only on CPUs the poller cannot
+ *    use (pinning, cpusets) count against it, a poller alone on its CPU
+ *    beside an idle one is not seen; CPU quotas (cgroup cpu.max) are not
+ *    seen; in a guest, the host's load is not seen (signal 2 sees it);
+ *    a load that comes and goes within CONTEND_SAMPLE_NS is sampled, not
+ *    followed. One fd per process (lib/sleeper.c) while a sleeper lives.
+ * 2. Its own preemption, for free: the poll loop reads the VM's clock on
+ *    every iteration anyway, tens of ns apart; two consecutive reads more
+ *    than CONTEND_GAP_NS apart mean the polling thread lost its CPU for
+ *    longer than an interrupt or a short task's wakeup (another task's
+ *    time slice, or in a VM the host's). The poll stops and the sleeper
+ *    backs off: no polling for CONTEND_MIN_NS, doubling per preemption up
+ *    to CONTEND_MAX_NS; once it has run out the next window polls again (a
+ *    probe), and a poll of CONTEND_CLEAN_NS or more without such a gap
+ *    halves it (below CONTEND_MIN_NS: none). A compare per iteration, no
+ *    syscall. Blind spot: a poller that wakes preempts a CPU hog at once
+ *    (CFS/EEVDF wakeup preemption) and polls its short windows to the end:
+ *    it steals the hog's CPU without ever being preempted itself (signal
+ *    1 sees that). Measured on a loaded 2-core VM (load 4), a spinning
+ *    thread's gaps: ~1,500/s of 20-50 us (interrupts, short wakeups),
+ *    ~110/s over 100 us, nearly all of them 1 ms or more.
  */
+#define CONTEND_SAMPLE_NS 1000000
 #define CONTEND_GAP_NS 100000
 #define CONTEND_CLEAN_NS 20000
 #define CONTEND_MIN_NS 1000000
@@ -95,6 +120,10 @@ unsigned vsched__collect_ready(struct vsched__sleeper *s,
 unsigned vsched__fd_check(struct vsched__sleeper *s,
 			  struct vsched_block_result *res);
 void vsched__free_fd_tables(struct vsched__sleeper *s);
+
+/* lib/sleeper.c: one sample of the host's runnable count (a pread of
+ * ct.fd, which must be >= 0): more runnable tasks than CPUs? */
+bool vsched__host_busy(struct vsched__sleeper *s);
 
 /* lib/sleeper.c: take the policy in force when the VM's generation `vg`
  * or the sleeper's own `og` moved. */

@@ -1,18 +1,58 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The block engine's host-contention back-off (lib/sleeper.h, CONTEND_*):
- * a poll whose thread was preempted (a gap of over 100 us between two of
- * the poll loop's clock reads) ends, and the sleeper does not poll for a back-off that
- * doubles per preemption; a poll that runs long enough without a gap halves
- * it. Contention is injected through the VM's clock (a fake now_ns that
- * jumps once inside the poll, as a preempted poller sees it): behaviour
- * only, never the machine's load or timing.
+ * The block engine's host-contention back-off (lib/sleeper.h, CONTEND_*).
+ * The host's runnable count, sampled at most once per ms of the VM's
+ * clock: more runnable tasks than CPUs stops a poll and keeps the next
+ * halts from polling until a sample says otherwise. The poller's own
+ * preemption (a gap of over 100 us between two of the poll loop's clock
+ * reads) ends the poll too, and the sleeper does not poll for a back-off
+ * that doubles per preemption; a poll that runs long enough without a gap
+ * halves it. The host's load is a file of /proc/loadavg's format that the
+ * test writes (VSCHED_CONTENTION_SOURCE), the preemption a fake now_ns
+ * that jumps once inside the poll, as a preempted poller sees it:
+ * behaviour only, never the machine's load or timing.
  */
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "common.h"
+
+/* The fake /proc/loadavg: `running` runnable tasks now. */
+static char load_path[64];
+static unsigned ncpus;
+
+static void host_load(unsigned running)
+{
+	FILE *f = fopen(load_path, "w");
+	assert_non_null(f);
+	fprintf(f, "3.10 2.05 1.00 %u/345 6789\n", running);
+	assert_int_equal(fclose(f), 0);
+}
+
+static void host_idle(void)
+{
+	host_load(ncpus); /* the sampling thread included: none waits */
+}
+
+static void host_busy(void)
+{
+	host_load(ncpus + 1);
+}
+
+static unsigned open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	unsigned n = 0;
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
 
 enum { K_REQ = 0 };
 enum { GAP = 1000000, MS = 1000000 };
@@ -70,6 +110,7 @@ static void rig_up(struct rig *r, unsigned policy, uint64_t max_ns)
 	declare(r->vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
 	assert_int_equal(vsched_request_finalize(r->vm, 0), 0);
 	r->v = r->h.vcpu = make_vcpu(r->vm, 0);
+	host_idle();
 	gap_at = post_at = 0;
 	gap_ns = GAP;
 	sleep_ns = 1000;
@@ -399,6 +440,74 @@ static void test_environment_turns_it_off(void **state)
 	vsched_vm_destroy(r.vm);
 }
 
+/* The sampled runnable count: a poll that finds the host busy stops,
+ * and halts do not poll until a sample (at most one per ms, taken at the
+ * halt's start while busy) says it is idle again. A poll won before its
+ * first look (VSCHED_FD_CHECK_NS / 8) takes no sample. */
+static void test_sampled_load(void **state)
+{
+	struct rig r;
+	(void)state;
+
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
+	expect_poll_wins(&r, 50); /* sampled: idle */
+	host_busy();
+	expect_poll_wins(&r, 50); /* the next sample is not due */
+	r.h.now += MS;
+	expect_poll_wins(&r, 3); /* won at once: no sample */
+	assert_int_equal(stats_of(r.v).halt_poll_contended, 0);
+	/* Due: the poll samples the host busy and stops. */
+	struct vsched_block_result res;
+	unsigned s = sleeps;
+	post_at = 50;
+	assert_int_equal(halt(&r, &res), VSCHED_WAKE_REQUEST);
+	assert_false(res.poll_won);
+	assert_false(res.vetoed);
+	assert_int_equal(sleeps, s + 1);
+	assert_true(res.poll_ns < 2000); /* the first look, 625 ns in */
+	assert_int_equal(stats_of(r.v).halt_poll_contended, 1);
+	/* Busy: no polling, with or without a new sample. */
+	expect_backed_off(&r);
+	r.h.now += MS;
+	expect_backed_off(&r);
+	host_idle();
+	expect_backed_off(&r); /* the sample is 1 ms away */
+	r.h.now += MS;
+	expect_poll_wins(&r, 50); /* sampled at the halt's start: idle */
+	expect_poll_wins(&r, 50);
+	struct vsched_vcpu_stats st = stats_of(r.v);
+	assert_int_equal(st.halt_poll_contended, 4);
+	assert_int_equal(st.halt.halt_poll_vetoed, 3);
+	vsched_vm_destroy(r.vm);
+}
+
+/* One fd per process while a sleeper lives (not per sleeper), closed with
+ * the last one; none for a sleeper created with the back-off off. */
+static void test_one_fd_closed_with_the_last_sleeper(void **state)
+{
+	struct rig r;
+	(void)state;
+
+	const unsigned before = open_fds();
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
+	assert_int_equal(open_fds(), before + 1);
+	make_vcpu(r.vm, 1);
+	struct vsched_waiter *w;
+	struct vsched_waiter_config cfg = { .size = sizeof(cfg), .cond = w_cond };
+	assert_int_equal(vsched_waiter_create_ex(r.vm, &cfg, &w), 0);
+	assert_int_equal(open_fds(), before + 1);
+	assert_int_equal(vsched_vcpu_destroy(r.v), 0);
+	assert_int_equal(vsched_waiter_destroy(w), 0);
+	assert_int_equal(open_fds(), before + 1);
+	vsched_vm_destroy(r.vm);
+	assert_int_equal(open_fds(), before);
+	assert_int_equal(setenv("VSCHED_CONTENTION_BACKOFF", "0", 1), 0);
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
+	assert_int_equal(unsetenv("VSCHED_CONTENTION_BACKOFF"), 0);
+	assert_int_equal(open_fds(), before);
+	vsched_vm_destroy(r.vm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -408,7 +517,16 @@ int main(void)
 		cmocka_unit_test(test_policy_learns_while_backed_off),
 		cmocka_unit_test(test_waiter_backs_off),
 		cmocka_unit_test(test_environment_turns_it_off),
+		cmocka_unit_test(test_sampled_load),
+		cmocka_unit_test(test_one_fd_closed_with_the_last_sleeper),
 	};
-	unsetenv("VSCHED_CONTENTION_BACKOFF");
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	ncpus = n > 0 ? (unsigned)n : 1;
+	snprintf(load_path, sizeof(load_path), "/tmp/vsched-test-load.%d", (int)getpid());
+	setenv("VSCHED_CONTENTION_SOURCE", load_path, 1);
+	unsetenv("VSCHED_CONTENTION_BACKOFF"); /* the unit tests' default */
+	host_idle();
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	unlink(load_path);
+	return rc;
 }
