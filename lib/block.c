@@ -337,9 +337,7 @@ choose_window(const struct target_ops *op, const struct target *t,
  * the fds, and samples the host's runnable count when that is due. Host
  * contention (a sample, or a gap of over CONTEND_GAP_NS between two of its
  * clock reads: its thread was preempted) ends the poll (lib/sleeper.h).
- * Returns the reason the poll ended the halt, or 0 to go to
- * sleep. */
-
+ * Returns the reason the poll ended the halt, or 0 to go to sleep. */
 static inline __attribute__((always_inline)) int
 poll_window(const struct target_ops *op, const struct target *t,
 	    struct halt *hl, uint64_t eff)

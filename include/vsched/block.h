@@ -131,6 +131,27 @@ struct vsched_block_result {
  * or a timer re-arm woke the vCPU at the same time; a request that arrived
  * with it stays pending for the next service.
  *
+ * Host contention: polling stops (as KVM's does when another task is
+ * runnable) while the host has more runnable tasks than online CPUs, or
+ * after the polling thread found itself preempted. The runnable count is
+ * the 4th field of /proc/loadavg, read with one pread (about 2 us) at most
+ * once per ms of the VM's clock per vCPU or waiter, only in a poll that
+ * has run VSCHED_FD_CHECK_NS / 8 (a poll won sooner makes no syscall) or at
+ * the start of a halt that the last sample kept from polling; a busy
+ * sample stops the poll under way and skips the polls of the next halts
+ * until a sample says idle. Preemption is seen for free: a gap of over
+ * 100 us between two of the poll loop's clock reads stops the poll and
+ * skips polls for 1 ms, doubling per preemption up to 64 ms. Each stopped
+ * or skipped poll counts in the halt_poll_contended statistic; a skipped
+ * one is a veto too (`vetoed`, halt_poll_vetoed). The policy still learns
+ * every halt. Side effects on the host: one read-only O_CLOEXEC fd of
+ * /proc/loadavg per process while any vCPU or waiter exists (opened by
+ * the thread that creates the first one, closed when the last one is
+ * destroyed), and pread64 on the blocking thread (a seccomp filter of that
+ * thread must allow it; a read that fails ends the sampling for that
+ * sleeper). VSCHED_CONTENTION_BACKOFF=0 in the environment when a vCPU or
+ * waiter is created turns both off for it (no fd, no pread).
+ *
  * 1. the `blocking` hook runs first, before any polling;
  * 2. unless vetoed (arch no_poll, the guest's poll control, contention),
  *    polls for the policy's window in mode POLLING, reading only;
