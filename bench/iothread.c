@@ -65,6 +65,10 @@ static const char *opt_io_family;
 static unsigned opt_hog; /* --hog N: the contention mode (run_contend()) */
 static bool opt_knob_set;  /* --io-poll-max-us given */
 static bool knob_fixed;    /* vsched-knob polls a fixed window (--hog) */
+/* --contention M: the back-off mode --hog compares with off (default
+ * VSCHED_CONTENTION_SAMPLED); contention: the mode of the waiters now
+ * created (off but in run_contend()). */
+static unsigned opt_contention = VSCHED_CONTENTION_SAMPLED, contention;
 
 /* --io-poll-max-us N and --io-latency-weight N: vsched-knob's policy;
  * --io-family PREFIX: only the families whose name starts so. */
@@ -78,6 +82,8 @@ static int iothread_option(int argc, char **argv, int i)
 		opt_knob_weight = (unsigned)atoi(argv[i + 1]);
 	else if (!strcmp(argv[i], "--hog") && i + 1 < argc)
 		opt_hog = (unsigned)atoi(argv[i + 1]);
+	else if (!strcmp(argv[i], "--contention") && i + 1 < argc)
+		opt_contention = (unsigned)atoi(argv[i + 1]);
 	else
 		return 0;
 	return 2;
@@ -296,6 +302,7 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 				p.latency_weight = opt_knob_weight;
 			cfg.poll = &p;
 		}
+		p.contention = contention;
 		if (vsched_vm_create(NULL, &vm) || vsched_request_finalize(vm, 0) ||
 		    vsched_waiter_create_ex(vm, &cfg, &w) ||
 		    vsched_waiter_fd_add(w, io.efd, EPOLLIN | VSCHED_FD_DOORBELL, 0))
@@ -558,8 +565,9 @@ static int run_iothread(void)
  * the consumer's core (CPU 0; the producer keeps CPU 1, so that the gaps
  * stay the family's), against the
  * vsched consumer (the recipe, default policy) with its host-contention
- * back-off on and off (VSCHED_CONTENTION_BACKOFF=0 at the waiter's
- * creation), each with the hogs and without: four configurations per run,
+ * back-off on (its poll params' contention: --contention, default
+ * VSCHED_CONTENTION_SAMPLED) and off (VSCHED_CONTENTION_OFF, the
+ * default), each with the hogs and without: four configurations per run,
  * in ABBA order, on the same gaps. A hog counts work units (a fixed loop of
  * 256 multiply-adds each); its throughput is all hogs' units per second of
  * the consumer's run. Ratios are back-off on over off, in the same run and
@@ -618,11 +626,11 @@ static struct cres contend_one(int cons, bool hogs, bool backoff, const uint64_t
 		h[i].cpu = 0; /* the consumer's */
 		pthread_create(&h[i].t, NULL, hog_main, &h[i]);
 	}
-	setenv("VSCHED_CONTENTION_BACKOFF", backoff ? "1" : "0", 1);
+	contention = backoff ? opt_contention : VSCHED_CONTENTION_OFF;
 	uint64_t u0 = hog_units(h, nh), t0 = now_ns();
 	c.r = run_one(cons, g, n, wall_ns);
 	uint64_t u1 = hog_units(h, nh), t1 = now_ns();
-	unsetenv("VSCHED_CONTENTION_BACKOFF");
+	contention = VSCHED_CONTENTION_OFF;
 	for (unsigned i = 0; i < nh; i++) {
 		atomic_store(&h[i].stop, true);
 		pthread_join(h[i].t, NULL);
@@ -643,6 +651,10 @@ static int run_contend(void)
 	char fixed[32];
 	double la[3];
 
+	if (opt_contention > VSCHED_CONTENTION_SAMPLED) {
+		fprintf(stderr, "iothread: --contention %u: modes are 1 and 2\n", opt_contention);
+		return 2;
+	}
 	/* The second consumer polls a fixed window: x86 KVM's 200 us cap
 	 * unless --io-poll-max-us. */
 	knob_fixed = true;
@@ -668,9 +680,10 @@ static int run_contend(void)
 	getloadavg(la, 3);
 	if (!opt_json)
 		printf("iothread --hog %u: %u families x consumers {vsched, %s} x {no hog, %u hogs "
-		       "on the consumer's core} x back-off {on, off} x %d runs, ~%.0f ms each; "
-		       "load average %.2f %.2f %.2f\n",
-		       opt_hog, nf, fixed, opt_hog, runs, per_run / 1e6, la[0], la[1], la[2]);
+		       "on the consumer's core} x back-off {contention %u, off} x %d runs, ~%.0f ms "
+		       "each; load average %.2f %.2f %.2f\n",
+		       opt_hog, nf, fixed, opt_hog, opt_contention, runs, per_run / 1e6, la[0],
+		       la[1], la[2]);
 	for (int r = 0; r < runs; r++)
 		for (unsigned k = 0; k < nf; k++) {
 			unsigned f = fam[k];
@@ -770,6 +783,6 @@ const struct bench bench_iothread = {
 		"AioContext polling and a plain epoll loop",
 	.run = run_iothread,
 	.in_all = false,
-	.usage = "[--io-family PREFIX] [--io-poll-max-us N] [--io-latency-weight N] [--hog N]",
+	.usage = "[--io-family PREFIX] [--io-poll-max-us N] [--io-latency-weight N] [--hog N] [--contention M]",
 	.option = iothread_option,
 };

@@ -372,7 +372,7 @@ poll_window(const struct target_ops *op, const struct target *t,
 		 * hooks before the loop are not the poll's): stop, back off
 		 * (lib/sleeper.h). */
 		if (VSCHED__UNLIKELY(now > last + CONTEND_GAP_NS) && last &&
-		    s->ct.on) {
+		    s->params.contention) {
 			contention_seen(s, now);
 			hl->contended = true;
 			vsched__count(&s->hs.contended);

@@ -46,8 +46,10 @@ static inline bool vsched__sleep_sampled(unsigned sleeps)
  * poll under way stops and the halt sleeps), and it returns to its policy
  * when both have cleared. Each skipped or cut poll is counted in
  * halt_poll_contended (a skipped one as a veto too). The policy still
- * learns every halt. VSCHED_CONTENTION_BACKOFF=0 at a sleeper's creation
- * turns both off for it.
+ * learns every halt. The params in force choose (their `contention`,
+ * <vsched/poll.h>): VSCHED_CONTENTION_OFF (the default) neither,
+ * VSCHED_CONTENTION_PREEMPT signal 2 only, VSCHED_CONTENTION_SAMPLED
+ * both; a change of params starts the back-off afresh.
  *
  * 1. The host's runnable count, sampled: one pread of /proc/loadavg (its
  *    4th field, nr_running() now; ~2 us) at most once per
@@ -63,7 +65,8 @@ static inline bool vsched__sleep_sampled(unsigned sleeps)
  *    beside an idle one is not seen; CPU quotas (cgroup cpu.max) are not
  *    seen; in a guest, the host's load is not seen (signal 2 sees it);
  *    a load that comes and goes within CONTEND_SAMPLE_NS is sampled, not
- *    followed. One fd per process (lib/sleeper.c) while a sleeper lives.
+ *    followed. One fd per process (lib/sleeper.c) while a sleeper that
+ *    asked for it lives.
  * 2. Its own preemption, for free: the poll loop reads the VM's clock on
  *    every iteration anyway, tens of ns apart; two consecutive reads more
  *    than CONTEND_GAP_NS apart mean the polling thread lost its CPU for
@@ -74,7 +77,8 @@ static inline bool vsched__sleep_sampled(unsigned sleeps)
  *    probe), and a poll of CONTEND_CLEAN_NS or more without such a gap
  *    halves it (below CONTEND_MIN_NS: none). No syscall: 4 instructions
  *    per poll iteration (callgrind, a fake clock: 23.4 -> 27.5 per
- *    iteration, the same with the back-off off; a sample is ~1,400 more). Blind spot: a poller that wakes preempts a CPU hog at once
+ *    iteration, the same with the back-off off; a sample is ~1,400
+ *    more). Blind spot: a poller that wakes preempts a CPU hog at once
  *    (CFS/EEVDF wakeup preemption) and polls its short windows to the end:
  *    it steals the hog's CPU without ever being preempted itself (signal
  *    1 sees that). Measured on a loaded 2-core VM (load 4), a spinning

@@ -1464,10 +1464,6 @@ static void test_doorbell_review(void **state)
 
 int main(void)
 {
-	/* Tests here poll on the real clock and count what the polls saw:
-	 * the host-contention back-off (test_contend) would stop them on a
-	 * loaded host, so it is off here. */
-	setenv("VSCHED_CONTENTION_BACKOFF", "0", 1);
 	const struct CMUnitTest tests[] = {
 		/* First: a fresh process, as the issue measured it. */
 		cmocka_unit_test(test_poll_window_sees_fds),

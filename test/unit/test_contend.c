@@ -7,11 +7,16 @@
  * preemption (a gap of over 100 us between two of the poll loop's clock
  * reads) ends the poll too, and the sleeper does not poll for a back-off
  * that doubles per preemption; a poll that runs long enough without a gap
- * halves it. The host's load is a file of /proc/loadavg's format that the
- * test writes (VSCHED_CONTENTION_SOURCE), the preemption a fake now_ns
- * that jumps once inside the poll, as a preempted poller sees it:
+ * halves it. Each is asked for through the poll params' `contention`
+ * (VSCHED_CONTENTION_PREEMPT: the gap only; VSCHED_CONTENTION_SAMPLED:
+ * both), off by default, and turned on and off at run time by the
+ * set_poll calls. The host's load is a file of /proc/loadavg's format
+ * that the test writes (VSCHED_CONTENTION_SOURCE, the library's test
+ * hook: no host op can stand in for a pread), the preemption a fake
+ * now_ns that jumps once inside the poll, as a preempted poller sees it:
  * behaviour only, never the machine's load or timing.
  */
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <dirent.h>
@@ -93,7 +98,20 @@ struct rig {
 	struct vsched_vcpu *v;
 };
 
-static void rig_up(struct rig *r, unsigned policy, uint64_t max_ns)
+/* The poll params of `policy` with the back-off in `mode`. */
+static struct vsched_poll_params params(unsigned policy, uint64_t max_ns,
+					unsigned mode)
+{
+	struct vsched_poll_params pp;
+
+	assert_int_equal(vsched_poll_defaults(policy, max_ns, &pp), 0);
+	pp.contention = mode;
+	return pp;
+}
+
+/* A VM whose policy is `policy` with the back-off in `mode`, one vCPU. */
+static void rig_up(struct rig *r, unsigned policy, uint64_t max_ns,
+		   unsigned mode)
 {
 	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
 	struct vsched_poll_params pp;
@@ -103,7 +121,7 @@ static void rig_up(struct rig *r, unsigned policy, uint64_t max_ns)
 	r->h.on_clock = clock_read;
 	r->h.on_wait = sleep_then_post;
 	r->ops = fake_ops(&r->h);
-	vsched_poll_defaults(policy, max_ns, &pp);
+	pp = params(policy, max_ns, mode);
 	cfg.ops = &r->ops;
 	cfg.poll = &pp;
 	assert_int_equal(vsched_vm_create(&cfg, &r->vm), 0);
@@ -177,7 +195,7 @@ static void test_preempted_poll_stops_and_backs_off(void **state)
 	struct rig r;
 	(void)state;
 
-	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS, VSCHED_CONTENTION_PREEMPT);
 	expect_poll_wins(&r, 50);
 	assert_int_equal(stats_of(r.v).halt_poll_contended, 0);
 
@@ -212,7 +230,7 @@ static void test_backoff_doubles_and_halves(void **state)
 	struct rig r;
 	(void)state;
 
-	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS, VSCHED_CONTENTION_PREEMPT);
 	expect_preempted(&r); /* 1 ms */
 	r.h.now += MS;
 	expect_preempted(&r); /* the probe: 2 ms */
@@ -264,13 +282,13 @@ static void test_only_gaps_inside_the_poll(void **state)
 	struct rig r;
 	(void)state;
 
-	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS, VSCHED_CONTENTION_PREEMPT);
 	vsched_vm_destroy(r.vm);
 	/* A blocking hook that takes 5 ms (before the loop's first read). */
 	r.ops.blocking = slow_blocking;
 	struct vsched_vm_config cfg = { .size = sizeof(cfg), .ops = &r.ops };
-	struct vsched_poll_params pp;
-	vsched_poll_defaults(VSCHED_POLL_FIXED, 50 * MS, &pp);
+	struct vsched_poll_params pp =
+		params(VSCHED_POLL_FIXED, 50 * MS, VSCHED_CONTENTION_PREEMPT);
 	cfg.poll = &pp;
 	assert_int_equal(vsched_vm_create(&cfg, &r.vm), 0);
 	declare(r.vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
@@ -306,7 +324,7 @@ static void test_policy_learns_while_backed_off(void **state)
 	struct rig r;
 	(void)state;
 
-	rig_up(&r, VSCHED_POLL_KVM, 200000);
+	rig_up(&r, VSCHED_POLL_KVM, 200000, VSCHED_CONTENTION_PREEMPT);
 	vsched_poll_defaults(VSCHED_POLL_KVM, 200000, &pp);
 	assert_int_equal(vsched_poll_init(&pp, &ps), 0);
 	/* Halts that sleep 5 us: KVM grows its window from 0. */
@@ -382,7 +400,7 @@ static void test_waiter_backs_off(void **state)
 	struct vsched_vm *vm = make_vm(&ops, 50 * MS);
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);
 	struct vsched_waiter_config cfg = { .size = sizeof(cfg), .cond = w_cond };
-	vsched_poll_defaults(VSCHED_POLL_FIXED, 50 * MS, &pp);
+	pp = params(VSCHED_POLL_FIXED, 50 * MS, VSCHED_CONTENTION_PREEMPT);
 	cfg.poll = &pp;
 	assert_int_equal(vsched_waiter_create_ex(vm, &cfg, &w), 0);
 	wp = w;
@@ -414,29 +432,121 @@ static void test_waiter_backs_off(void **state)
 	vsched_vm_destroy(vm);
 }
 
-/* VSCHED_CONTENTION_BACKOFF=0, at the sleeper's creation, turns it off:
- * a preempted poll polls on to the end of its window. */
-static void test_environment_turns_it_off(void **state)
+/* The default params (vCPU and waiter): no back-off. A preempted poll
+ * polls on to its post, a busy host does not stop it, and no fd opens. */
+static void test_default_is_off(void **state)
 {
 	struct vsched_block_result res;
+	struct vsched_poll_params pp;
 	struct rig r;
 	(void)state;
 
-	assert_int_equal(setenv("VSCHED_CONTENTION_BACKOFF", "0", 1), 0);
-	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
-	assert_int_equal(unsetenv("VSCHED_CONTENTION_BACKOFF"), 0);
+	for (unsigned p = 0; p < VSCHED_POLL_NPOLICIES; p++) {
+		assert_int_equal(vsched_poll_defaults(p, 50 * MS, &pp), 0);
+		assert_int_equal(pp.contention, VSCHED_CONTENTION_OFF);
+		assert_int_equal(vsched_poll_defaults_waiter(p, &pp), 0);
+		assert_int_equal(pp.contention, VSCHED_CONTENTION_OFF);
+	}
+	const unsigned before = open_fds();
+	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_FIXED, 50 * MS, &pp), 0);
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS, pp.contention);
+	host_busy();
+	for (int i = 0; i < 3; i++) {
+		r.h.now += MS; /* a sample would be due */
+		gap_at = 5;
+		post_at = 100;
+		assert_int_equal(halt(&r, &res), VSCHED_WAKE_REQUEST);
+		assert_true(res.poll_won);
+		assert_false(res.vetoed);
+	}
+	assert_int_equal(stats_of(r.v).halt_poll_contended, 0);
+	assert_int_equal(sleeps, 0);
+	assert_int_equal(open_fds(), before);
+	host_idle();
+	vsched_vm_destroy(r.vm);
+}
+
+/* A mode past VSCHED_CONTENTION_SAMPLED is refused everywhere params go
+ * in; a struct whose size ends before the field reads it as off. */
+static void test_bad_mode_refused(void **state)
+{
+	struct vsched_poll_params pp = params(VSCHED_POLL_FIXED, 50 * MS, 3);
+	struct vsched_poll_params out = { .size = sizeof(out) };
+	struct vsched_poll_state ps;
+	struct vsched_waiter *w;
+	struct rig r;
+	(void)state;
+
+	assert_int_equal(vsched_poll_init(&pp, &ps), VSCHED_EINVAL);
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS, VSCHED_CONTENTION_SAMPLED);
+	assert_int_equal(vsched_vm_set_poll(r.vm, &pp), VSCHED_EINVAL);
+	assert_int_equal(vsched_vcpu_set_poll(r.v, &pp), VSCHED_EINVAL);
+	pp.contention = UINT32_MAX;
+	assert_int_equal(vsched_vm_set_poll(r.vm, &pp), VSCHED_EINVAL);
+	struct vsched_waiter_config cfg = { .size = sizeof(cfg), .cond = w_cond,
+					    .poll = &pp };
+	assert_int_equal(vsched_waiter_create_ex(r.vm, &cfg, &w), VSCHED_EINVAL);
+	cfg.poll = NULL;
+	assert_int_equal(vsched_waiter_create_ex(r.vm, &cfg, &w), 0);
+	assert_int_equal(vsched_waiter_set_poll(w, &pp), VSCHED_EINVAL);
+	assert_int_equal(vsched_waiter_destroy(w), 0);
+	/* The VM's policy is still the one it was created with. */
+	assert_int_equal(vsched_vm_get_poll(r.vm, &out), 0);
+	assert_int_equal(out.contention, VSCHED_CONTENTION_SAMPLED);
+	/* A struct of the layout before the field: whatever lies past its
+	 * size, the mode is off. */
+	pp.size = offsetof(struct vsched_poll_params, contention);
+	assert_int_equal(vsched_vm_set_poll(r.vm, &pp), 0);
+	assert_int_equal(vsched_vm_get_poll(r.vm, &out), 0);
+	assert_int_equal(out.contention, VSCHED_CONTENTION_OFF);
+	vsched_vm_destroy(r.vm);
+}
+
+/* Turned off at run time (the VM's policy, then a vCPU's own), the
+ * back-off stops vetoing at the next halt, even inside a back-off or
+ * with the host busy; turned on again, it acts again. */
+static void test_turned_off_at_run_time(void **state)
+{
+	struct vsched_block_result res;
+	struct vsched_poll_params pp;
+	struct rig r;
+	(void)state;
+
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS, VSCHED_CONTENTION_PREEMPT);
+	expect_preempted(&r);
+	expect_backed_off(&r);
+	/* Off through the VM, inside the 1 ms back-off: a preempted poll
+	 * polls on. */
+	pp = params(VSCHED_POLL_FIXED, 50 * MS, VSCHED_CONTENTION_OFF);
+	assert_int_equal(vsched_vm_set_poll(r.vm, &pp), 0);
 	gap_at = 5;
 	post_at = 100;
 	assert_int_equal(halt(&r, &res), VSCHED_WAKE_REQUEST);
 	assert_true(res.poll_won);
 	assert_false(res.vetoed);
-	assert_int_equal(stats_of(r.v).halt_poll_contended, 0);
-	assert_int_equal(sleeps, 0);
-	vsched_vm_destroy(r.vm);
-	/* A vCPU created after the unset has it. */
-	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
+	assert_int_equal(stats_of(r.v).halt_poll_contended, 2);
+	/* On again for this vCPU alone: the gap stops its poll. */
+	pp.contention = VSCHED_CONTENTION_PREEMPT;
+	assert_int_equal(vsched_vcpu_set_poll(r.v, &pp), 0);
 	expect_preempted(&r);
-	assert_int_equal(stats_of(r.v).halt_poll_contended, 1);
+	expect_backed_off(&r);
+	assert_int_equal(stats_of(r.v).halt_poll_contended, 4);
+	/* The sampler on a busy host, then off through the vCPU's own. */
+	pp.contention = VSCHED_CONTENTION_SAMPLED;
+	assert_int_equal(vsched_vcpu_set_poll(r.v, &pp), 0);
+	host_busy();
+	post_at = 50;
+	assert_int_equal(halt(&r, &res), VSCHED_WAKE_REQUEST);
+	assert_false(res.poll_won); /* sampled busy at the first look */
+	expect_backed_off(&r);
+	assert_int_equal(stats_of(r.v).halt_poll_contended, 6);
+	pp.contention = VSCHED_CONTENTION_OFF;
+	assert_int_equal(vsched_vcpu_set_poll(r.v, &pp), 0);
+	r.h.now += MS;
+	expect_poll_wins(&r, 50);
+	expect_poll_wins(&r, 300);
+	assert_int_equal(stats_of(r.v).halt_poll_contended, 6);
+	host_idle();
 	vsched_vm_destroy(r.vm);
 }
 
@@ -449,7 +559,7 @@ static void test_sampled_load(void **state)
 	struct rig r;
 	(void)state;
 
-	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS, VSCHED_CONTENTION_SAMPLED);
 	expect_poll_wins(&r, 50); /* sampled: idle */
 	host_busy();
 	expect_poll_wins(&r, 50); /* the next sample is not due */
@@ -481,29 +591,54 @@ static void test_sampled_load(void **state)
 	vsched_vm_destroy(r.vm);
 }
 
-/* One fd per process while a sleeper lives (not per sleeper), closed with
- * the last one; none for a sleeper created with the back-off off. */
+/* One fd per process (not per sleeper), taken when a sleeper's params
+ * first ask for the sampler: at its first halt under them, or at once on
+ * the thread that gives a waiter or vCPU such a policy of its own; closed
+ * with the last sleeper that took it. None for the preemption gap. */
 static void test_one_fd_closed_with_the_last_sleeper(void **state)
 {
+	struct vsched_poll_params pp =
+		params(VSCHED_POLL_FIXED, 50 * MS, VSCHED_CONTENTION_SAMPLED);
+	struct vsched_waiter *w;
 	struct rig r;
 	(void)state;
 
 	const unsigned before = open_fds();
-	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS, VSCHED_CONTENTION_PREEMPT);
+	expect_preempted(&r);
+	expect_backed_off(&r);
+	assert_int_equal(open_fds(), before); /* the gap: no fd */
+	vsched_vm_destroy(r.vm);
+
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS, VSCHED_CONTENTION_SAMPLED);
+	assert_int_equal(open_fds(), before); /* not before a halt */
+	expect_poll_wins(&r, 50);
 	assert_int_equal(open_fds(), before + 1);
-	make_vcpu(r.vm, 1);
-	struct vsched_waiter *w;
-	struct vsched_waiter_config cfg = { .size = sizeof(cfg), .cond = w_cond };
+	struct vsched_waiter_config cfg = { .size = sizeof(cfg), .cond = w_cond,
+					    .poll = &pp };
 	assert_int_equal(vsched_waiter_create_ex(r.vm, &cfg, &w), 0);
-	assert_int_equal(open_fds(), before + 1);
+	assert_int_equal(open_fds(), before + 1); /* shared */
 	assert_int_equal(vsched_vcpu_destroy(r.v), 0);
+	assert_int_equal(open_fds(), before + 1); /* the waiter holds it */
 	assert_int_equal(vsched_waiter_destroy(w), 0);
+	assert_int_equal(open_fds(), before);
+	/* A vCPU given the sampler by its own set_poll: opened then, on
+	 * this thread; kept, though its params turn it off, until it goes. */
+	struct vsched_vcpu *v = make_vcpu(r.vm, 1);
+	assert_int_equal(open_fds(), before);
+	assert_int_equal(vsched_vcpu_set_poll(v, &pp), 0);
+	assert_int_equal(open_fds(), before + 1);
+	pp.contention = VSCHED_CONTENTION_OFF;
+	assert_int_equal(vsched_vcpu_set_poll(v, &pp), 0);
 	assert_int_equal(open_fds(), before + 1);
 	vsched_vm_destroy(r.vm);
 	assert_int_equal(open_fds(), before);
-	assert_int_equal(setenv("VSCHED_CONTENTION_BACKOFF", "0", 1), 0);
-	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS);
-	assert_int_equal(unsetenv("VSCHED_CONTENTION_BACKOFF"), 0);
+	/* A waiter created with it opens it at its creation. */
+	rig_up(&r, VSCHED_POLL_FIXED, 50 * MS, VSCHED_CONTENTION_OFF);
+	pp.contention = VSCHED_CONTENTION_SAMPLED;
+	assert_int_equal(vsched_waiter_create_ex(r.vm, &cfg, &w), 0);
+	assert_int_equal(open_fds(), before + 1);
+	assert_int_equal(vsched_waiter_destroy(w), 0);
 	assert_int_equal(open_fds(), before);
 	vsched_vm_destroy(r.vm);
 }
@@ -516,7 +651,9 @@ int main(void)
 		cmocka_unit_test(test_only_gaps_inside_the_poll),
 		cmocka_unit_test(test_policy_learns_while_backed_off),
 		cmocka_unit_test(test_waiter_backs_off),
-		cmocka_unit_test(test_environment_turns_it_off),
+		cmocka_unit_test(test_default_is_off),
+		cmocka_unit_test(test_bad_mode_refused),
+		cmocka_unit_test(test_turned_off_at_run_time),
 		cmocka_unit_test(test_sampled_load),
 		cmocka_unit_test(test_one_fd_closed_with_the_last_sleeper),
 	};
@@ -524,7 +661,6 @@ int main(void)
 	ncpus = n > 0 ? (unsigned)n : 1;
 	snprintf(load_path, sizeof(load_path), "/tmp/vsched-test-load.%d", (int)getpid());
 	setenv("VSCHED_CONTENTION_SOURCE", load_path, 1);
-	unsetenv("VSCHED_CONTENTION_BACKOFF"); /* the unit tests' default */
 	host_idle();
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	unlink(load_path);

@@ -590,10 +590,6 @@ static void test_fd_number_reused(void **state)
 
 int main(void)
 {
-	/* The owners poll for 100 s on the real clock to stay in POLLING:
-	 * the host-contention back-off would end such a poll at the first
-	 * preemption (test_contend checks it), so it is off here. */
-	setenv("VSCHED_CONTENTION_BACKOFF", "0", 1);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_vcpu_every_call_every_state),
 		cmocka_unit_test(test_waiter_every_call_every_state),
