@@ -62,6 +62,13 @@ static const char *cons_name[NCONS] = { "vsched", "vsched-knob", "qemu", "epoll"
 
 static unsigned opt_knob_max_us = QEMU_POLL_MAX_NS / 1000, opt_knob_weight;
 static const char *opt_io_family;
+static unsigned opt_hog; /* --hog N: the contention mode (run_contend()) */
+static bool opt_knob_set;  /* --io-poll-max-us given */
+static bool knob_fixed;    /* vsched-knob polls a fixed window (--hog) */
+/* --contention M: the back-off mode --hog compares with off (default
+ * VSCHED_CONTENTION_SAMPLED); contention: the mode of the waiters now
+ * created (off but in run_contend()). */
+static unsigned opt_contention = VSCHED_CONTENTION_SAMPLED, contention;
 
 /* --io-poll-max-us N and --io-latency-weight N: vsched-knob's policy;
  * --io-family PREFIX: only the families whose name starts so. */
@@ -70,9 +77,13 @@ static int iothread_option(int argc, char **argv, int i)
 	if (!strcmp(argv[i], "--io-family") && i + 1 < argc)
 		opt_io_family = argv[i + 1];
 	else if (!strcmp(argv[i], "--io-poll-max-us") && i + 1 < argc)
-		opt_knob_max_us = (unsigned)atoi(argv[i + 1]);
+		opt_knob_max_us = (unsigned)atoi(argv[i + 1]), opt_knob_set = true;
 	else if (!strcmp(argv[i], "--io-latency-weight") && i + 1 < argc)
 		opt_knob_weight = (unsigned)atoi(argv[i + 1]);
+	else if (!strcmp(argv[i], "--hog") && i + 1 < argc)
+		opt_hog = (unsigned)atoi(argv[i + 1]);
+	else if (!strcmp(argv[i], "--contention") && i + 1 < argc)
+		opt_contention = (unsigned)atoi(argv[i + 1]);
 	else
 		return 0;
 	return 2;
@@ -194,6 +205,7 @@ struct res {
 	double p50, p99, cpu, notify, kicks, sys, sleeps, fd_checks, won;
 	size_t n;      /* messages */
 	uint64_t wall; /* ns the run took */
+	double vetoed; /* vsched's halts with polling vetoed, per message */
 };
 
 static uint64_t nvcsw(void)
@@ -261,7 +273,7 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 	struct vsched_waiter *w = NULL;
 	struct qemu_poll q = { .max_ns = QEMU_POLL_MAX_NS };
 	struct epoll_event ev = { .events = EPOLLIN };
-	uint64_t *lat = malloc(n * sizeof(*lat)), fd_checks = 0, won = 0;
+	uint64_t *lat = malloc(n * sizeof(*lat)), fd_checks = 0, won = 0, vetoed = 0;
 	struct res r = { 0 };
 	int ep = -1;
 	pthread_t th;
@@ -284,11 +296,13 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 		vsched_poll_defaults_waiter(VSCHED_POLL_ADAPTIVE, &p);
 		cfg.poll = &p;
 		if (c == C_KNOB) {
-			vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, opt_knob_max_us * 1000ull, &p);
+			vsched_poll_defaults(knob_fixed ? VSCHED_POLL_FIXED : VSCHED_POLL_ADAPTIVE,
+					     opt_knob_max_us * 1000ull, &p);
 			if (opt_knob_weight)
 				p.latency_weight = opt_knob_weight;
 			cfg.poll = &p;
 		}
+		p.contention = contention;
 		if (vsched_vm_create(NULL, &vm) || vsched_request_finalize(vm, 0) ||
 		    vsched_waiter_create_ex(vm, &cfg, &w) ||
 		    vsched_waiter_fd_add(w, io.efd, EPOLLIN | VSCHED_FD_DOORBELL, 0))
@@ -308,6 +322,7 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 				int rc = vsched_waiter_wait(w, VSCHED_DEADLINE_NONE, &br);
 				fd_checks += br.fd_checks;
 				won += br.poll_won && rc == VSCHED_WAKE_REQUEST;
+				vetoed += br.vetoed;
 				if (rc == VSCHED_WAKE_FD)
 					drain(io.efd);
 				else if (rc < 0)
@@ -338,6 +353,7 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 	r.kicks = (double)io.kicks / (double)n;
 	r.fd_checks = (double)fd_checks / (double)n;
 	r.won = (double)won / (double)n;
+	r.vetoed = (double)vetoed / (double)n;
 	r.n = n;
 	qsort(lat, n, sizeof(*lat), cmp_u64);
 	r.p50 = (double)lat[n / 2];
@@ -400,6 +416,8 @@ static double med(struct res (*res)[NCONS], int runs, int c, unsigned m, double 
 	return median(v, runs);
 }
 
+static int run_contend(void);
+
 static int run_iothread(void)
 {
 	/* The whole wall-time budget, shared by families, consumers and runs.
@@ -413,6 +431,9 @@ static int run_iothread(void)
 	const int runs = opt_runs;
 	const double per_run = budget_ns / (n_io_families * NCONS * runs);
 	static struct res res[16][MAX_RUNS][NCONS];
+
+	if (opt_hog)
+		return run_contend();
 	static size_t nmsg[16];
 	double ovh[MAX_RUNS];
 	char knob[64];
@@ -539,12 +560,229 @@ static int run_iothread(void)
 	return 0;
 }
 
+/*
+ * --hog N: host contention (issue 23). N CPU-bound hog threads pinned to
+ * the consumer's core (CPU 0; the producer keeps CPU 1, so that the gaps
+ * stay the family's), against the
+ * vsched consumer (the recipe, default policy) with its host-contention
+ * back-off on (its poll params' contention: --contention, default
+ * VSCHED_CONTENTION_SAMPLED) and off (VSCHED_CONTENTION_OFF, the
+ * default), each with the hogs and without: four configurations per run,
+ * in ABBA order, on the same gaps. A hog counts work units (a fixed loop of
+ * 256 multiply-adds each); its throughput is all hogs' units per second of
+ * the consumer's run. Ratios are back-off on over off, in the same run and
+ * hog setting, medians of the per-run ratios. Families: --io-family, else
+ * io-exp-50us and io-periodic-100us (where vsched polls most).
+ */
+struct hog {
+	_Alignas(64) _Atomic uint64_t units;
+	_Atomic bool stop;
+	int cpu;
+	pthread_t t;
+};
+
+static void *hog_main(void *arg)
+{
+	struct hog *h = arg;
+	uint64_t x = (uint64_t)h->cpu + 1;
+
+	pin(h->cpu);
+	while (!atomic_load_explicit(&h->stop, memory_order_relaxed)) {
+		for (int i = 0; i < 256; i++)
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+		__asm__ volatile("" : "+r"(x));
+		atomic_store_explicit(&h->units,
+				      atomic_load_explicit(&h->units, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	}
+	return NULL;
+}
+
+static uint64_t hog_units(struct hog *h, unsigned n)
+{
+	uint64_t u = 0;
+	for (unsigned i = 0; i < n; i++)
+		u += atomic_load_explicit(&h[i].units, memory_order_relaxed);
+	return u;
+}
+
+enum { CT_ON, CT_OFF, CT_N };
+struct cres {
+	struct res r;
+	double hog; /* units per second, all hogs */
+};
+
+static struct cres contend_one(int cons, bool hogs, bool backoff, const uint64_t *g,
+			       size_t n, uint64_t wall_ns)
+{
+	enum { MAXH = 64 };
+	static struct hog h[MAXH];
+	const unsigned nh = hogs ? (opt_hog < MAXH ? opt_hog : MAXH) : 0;
+	struct cres c = { 0 };
+
+	for (unsigned i = 0; i < nh; i++) {
+		atomic_store(&h[i].units, 0);
+		atomic_store(&h[i].stop, false);
+		h[i].cpu = 0; /* the consumer's */
+		pthread_create(&h[i].t, NULL, hog_main, &h[i]);
+	}
+	contention = backoff ? opt_contention : VSCHED_CONTENTION_OFF;
+	uint64_t u0 = hog_units(h, nh), t0 = now_ns();
+	c.r = run_one(cons, g, n, wall_ns);
+	uint64_t u1 = hog_units(h, nh), t1 = now_ns();
+	contention = VSCHED_CONTENTION_OFF;
+	for (unsigned i = 0; i < nh; i++) {
+		atomic_store(&h[i].stop, true);
+		pthread_join(h[i].t, NULL);
+	}
+	c.hog = nh ? (double)(u1 - u0) * 1e9 / (double)(t1 - t0) : 0;
+	return c;
+}
+
+static int run_contend(void)
+{
+	static const char *def_fam[] = { "io-exp-50us", "io-periodic-100us" };
+	static const char *hog_name[2] = { "no-hog", "hog" };
+	static const int cons[2] = { C_VSCHED, C_KNOB };
+	const double budget_ns = (opt_quick ? 8.0 : 64.0) * 1e9;
+	const int runs = opt_runs;
+	static struct cres res[16][2][MAX_RUNS][2][CT_N];
+	unsigned fam[16], nf = 0;
+	char fixed[32];
+	double la[3];
+
+	if (opt_contention > VSCHED_CONTENTION_SAMPLED) {
+		fprintf(stderr, "iothread: --contention %u: modes are 1 and 2\n", opt_contention);
+		return 2;
+	}
+	/* The second consumer polls a fixed window: x86 KVM's 200 us cap
+	 * unless --io-poll-max-us. */
+	knob_fixed = true;
+	if (!opt_knob_set)
+		opt_knob_max_us = 200;
+	snprintf(fixed, sizeof(fixed), "fixed-%uus", opt_knob_max_us);
+	const char *cname[2] = { "vsched", fixed };
+	for (unsigned f = 0; f < n_io_families && nf < 16; f++) {
+		bool take = false;
+		if (opt_io_family)
+			take = !strncmp(io_families[f].name, opt_io_family, strlen(opt_io_family));
+		else
+			for (unsigned k = 0; k < 2; k++)
+				take |= !strcmp(io_families[f].name, def_fam[k]);
+		if (take)
+			fam[nf++] = f;
+	}
+	if (!nf) {
+		fprintf(stderr, "iothread: no family starts with %s\n", opt_io_family);
+		return 2;
+	}
+	const double per_run = budget_ns / (nf * 2 * 2 * CT_N * runs);
+	getloadavg(la, 3);
+	if (!opt_json)
+		printf("iothread --hog %u: %u families x consumers {vsched, %s} x {no hog, %u hogs "
+		       "on the consumer's core} x back-off {contention %u, off} x %d runs, ~%.0f ms "
+		       "each; load average %.2f %.2f %.2f\n",
+		       opt_hog, nf, fixed, opt_hog, opt_contention, runs, per_run / 1e6, la[0],
+		       la[1], la[2]);
+	for (int r = 0; r < runs; r++)
+		for (unsigned k = 0; k < nf; k++) {
+			unsigned f = fam[k];
+			/* the gaps, as many as fit the share at 10 us of
+			 * overhead per message (a run that overruns 3x its
+			 * share stops early) */
+			size_t cap = (size_t)(per_run / 1000) + 16, n = 0;
+			uint64_t *g = malloc(cap * sizeof(*g));
+			double sum = 0;
+			if (!g)
+				abort();
+			gap_fill(&io_families[f], 0x20700000ull + f * 1000 + (uint64_t)r, g, cap);
+			while (n < cap && (sum += (double)g[n] + 10000) < per_run)
+				n++;
+			n = n < 20 ? 20 : n;
+			for (int j = 0; j < 4 * CT_N; j++) {
+				int c = r % 2 ? 4 * CT_N - 1 - j : j; /* ABBA */
+				int cc = c / (2 * CT_N), hogs = c / CT_N % 2, on = c % CT_N;
+				res[f][cc][r][hogs][on] = contend_one(cons[cc], hogs, on == CT_ON,
+								      g, n, (uint64_t)(3 * per_run));
+			}
+			free(g);
+		}
+	/* The figures: median values, and medians of the per-run ratios
+	 * back-off on / off. */
+	static const char *mname[] = { "wakeup_p50", "wakeup_p99", "consumer_cpu_per_msg",
+				       "consumer_cpu_share", "hog_units_per_s",
+				       "vetoed_halts_per_msg", "polls_won_per_msg",
+				       "consumer_sleeps_per_msg" };
+	enum { NM = 8 };
+	for (unsigned k = 0; k < nf; k++)
+		for (int cc = 0; cc < 2; cc++) {
+			unsigned f = fam[k];
+			if (!opt_json)
+				printf("\n%-20s %-11s %-4s %-7s %8s %8s %8s %8s %11s %7s %7s %7s\n",
+				       io_families[f].name, "consumer", "hogs", "backoff", "p50 us",
+				       "p99 us", "cons us", "cons CPU", "hog units/s", "vetoed",
+				       "won", "sleeps");
+			for (int hg = 0; hg < 2; hg++) {
+				double v[CT_N][NM], rt[NM];
+				for (int m = 0; m < NM; m++) {
+					double x[CT_N][MAX_RUNS], q[MAX_RUNS];
+					for (int rr = 0; rr < runs; rr++)
+						for (int c = 0; c < CT_N; c++) {
+							const struct cres *e = &res[f][cc][rr][hg][c];
+							const double val[NM] = {
+								e->r.p50, e->r.p99, e->r.cpu,
+								e->r.cpu * (double)e->r.n / (double)e->r.wall,
+								e->hog, e->r.vetoed, e->r.won,
+								e->r.sleeps };
+							x[c][rr] = val[m];
+						}
+					for (int rr = 0; rr < runs; rr++)
+						q[rr] = ratio1(x[CT_ON][rr], x[CT_OFF][rr]);
+					rt[m] = median(q, runs);
+					for (int c = 0; c < CT_N; c++)
+						v[c][m] = median(x[c], runs);
+					if (opt_json && (hg || m != 4)) {
+						char name[160];
+						double lo = x[CT_ON][0], hi = lo;
+						for (int rr = 1; rr < runs; rr++) {
+							lo = x[CT_ON][rr] < lo ? x[CT_ON][rr] : lo;
+							hi = x[CT_ON][rr] > hi ? x[CT_ON][rr] : hi;
+						}
+						snprintf(name, sizeof(name), "contend/%s/%s/%s/%s",
+							 io_families[f].name, cname[cc], hog_name[hg],
+							 mname[m]);
+						json_line(&(struct json_line){
+							.bench = "iothread", .metric = name,
+							.unit = m <= 2 ? "ns" : "count",
+							.baseline = "no-backoff", .value = v[CT_ON][m],
+							.baseline_value = v[CT_OFF][m], .ratio = rt[m],
+							.runs = runs, .min = lo, .max = hi, .prec = 3,
+							.ratio_prec = 3 });
+					}
+				}
+				if (opt_json)
+					continue;
+				for (int c = 0; c < CT_N; c++)
+					printf("%-20s %-11s %-4u %-7s %8.2f %8.2f %8.2f %8.3f %11.0f "
+					       "%7.3f %7.3f %7.3f\n", "", cname[cc], hg ? opt_hog : 0,
+					       c == CT_ON ? "on" : "off", v[c][0] * 1e-3,
+					       v[c][1] * 1e-3, v[c][2] * 1e-3, v[c][3], v[c][4],
+					       v[c][5], v[c][6], v[c][7]);
+				printf("%-20s %-11s %-4s %-7s %7.2fx %7.2fx %7.2fx %7.2fx %10.2fx\n",
+				       "", "", "", "on/off", rt[0], rt[1], rt[2], rt[3],
+				       hg ? rt[4] : 1.0);
+			}
+		}
+	fflush(stdout);
+	return 0;
+}
+
 const struct bench bench_iothread = {
 	.name = "iothread",
 	.desc = "a live virtio-style I/O thread: vsched waiter against QEMU's "
 		"AioContext polling and a plain epoll loop",
 	.run = run_iothread,
 	.in_all = false,
-	.usage = "[--io-family PREFIX] [--io-poll-max-us N] [--io-latency-weight N]",
+	.usage = "[--io-family PREFIX] [--io-poll-max-us N] [--io-latency-weight N] [--hog N] [--contention M]",
 	.option = iothread_option,
 };

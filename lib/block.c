@@ -226,6 +226,7 @@ struct halt {
 	uint64_t t0, poll_end, sleep_start, window;
 	uint32_t m;          /* the word at the start (OUTSIDE_GUEST) */
 	bool attempted, waited, vetoed;
+	bool contended;      /* the contention back-off skipped or cut the poll */
 };
 
 /* Start a halt: the policy, the runnable count, the first look. Returns a
@@ -265,15 +266,47 @@ first_look(const struct target_ops *op, const struct target *t,
 					       : VSCHED_WAKE_DEADLINE;
 }
 
-/* Poll for the policy's window (unless vetoed), up to `eff`, the sleep's
- * deadline: the word says POLLING meanwhile. Every VSCHED_FD_CHECK_NS of
- * polling (the first after an eighth of it, so that a poll won at once
- * makes no syscall) it looks again at the sleep's deadline (a guest timer
- * armed since the window began: an arm wakes only a BLOCKED vCPU) and at
- * the fds. Returns the reason the poll ended the halt, or 0 to go to
- * sleep. */
-/* The policy's window for this halt, unless the guest's poll control or
- * the target vetoes it (counted): 0 means sleep at once. */
+/*
+ * Host contention (lib/sleeper.h, CONTEND_*): the poll loop found its
+ * thread preempted at `now` (a gap between two of its clock reads). Back
+ * off: no polling for twice the last back-off (at least CONTEND_MIN_NS, at
+ * most CONTEND_MAX_NS). Owner thread.
+ */
+static void contention_seen(struct vsched__sleeper *s, uint64_t now)
+{
+	uint64_t b = s->ct.backoff ? 2 * s->ct.backoff : CONTEND_MIN_NS;
+
+	s->ct.backoff = b < CONTEND_MAX_NS ? b : CONTEND_MAX_NS;
+	s->ct.until = now + s->ct.backoff;
+}
+
+/* A poll from `from` to `now` with no gap: if it lasted long enough to
+ * count as evidence, halve the back-off (the host is quieter). */
+static void contention_clear(struct vsched__sleeper *s, uint64_t from,
+			     uint64_t now)
+{
+	if (s->ct.backoff && now - from >= CONTEND_CLEAN_NS) {
+		s->ct.backoff /= 2;
+		if (s->ct.backoff < CONTEND_MIN_NS)
+			s->ct.backoff = 0;
+	}
+}
+
+/* A halt at `now` that the last sample of the host's runnable count kept
+ * from polling: sample again if that one is CONTEND_SAMPLE_NS old (this
+ * halt would sleep: the pread is no poll's). Still contended? */
+static bool still_busy(struct vsched__sleeper *s, uint64_t now)
+{
+	if (now - s->ct.sampled >= CONTEND_SAMPLE_NS) {
+		s->ct.sampled = now;
+		s->ct.busy = s->ct.fd >= 0 && vsched__host_busy(s);
+	}
+	return s->ct.busy;
+}
+
+/* The policy's window for this halt, unless the guest's poll control, the
+ * target or host contention (lib/sleeper.h) vetoes it (counted): 0 means
+ * sleep at once. */
 static inline __attribute__((always_inline)) uint64_t
 choose_window(const struct target_ops *op, const struct target *t,
 	      struct halt *hl)
@@ -283,15 +316,28 @@ choose_window(const struct target_ops *op, const struct target *t,
 	hl->window = vsched__poll_window(&s->params, &s->poll);
 	if (!hl->window)
 		return 0;
+	hl->contended = hl->t0 < s->ct.until ||
+			(VSCHED__UNLIKELY(s->ct.busy) && still_busy(s, hl->t0));
 	hl->vetoed = atomic_load_explicit(&s->guest_poll_off, memory_order_relaxed) ||
-		     op->veto(t);
+		     op->veto(t) || hl->contended;
 	if (hl->vetoed) {
 		vsched__count(&s->hs.vetoed);
+		if (hl->contended)
+			vsched__count(&s->hs.contended);
 		hl->window = 0;
 	}
 	return hl->window;
 }
 
+/* Poll for the policy's window (unless vetoed), up to `eff`, the sleep's
+ * deadline: the word says POLLING meanwhile. Every VSCHED_FD_CHECK_NS of
+ * polling (the first after an eighth of it, so that a poll won at once
+ * makes no syscall) it looks again at the sleep's deadline (a guest timer
+ * armed since the window began: an arm wakes only a BLOCKED vCPU) and at
+ * the fds, and samples the host's runnable count when that is due. Host
+ * contention (a sample, or a gap of over CONTEND_GAP_NS between two of its
+ * clock reads: its thread was preempted) ends the poll (lib/sleeper.h).
+ * Returns the reason the poll ended the halt, or 0 to go to sleep. */
 static inline __attribute__((always_inline)) int
 poll_window(const struct target_ops *op, const struct target *t,
 	    struct halt *hl, uint64_t eff)
@@ -300,7 +346,7 @@ poll_window(const struct target_ops *op, const struct target *t,
 	const struct vsched_host_ops *ops = &s->vm->ops;
 	const bool fds = s->nlook != 0; /* doorbells ring only in a sleep */
 	uint64_t end, wend, now = hl->t0, next_look = hl->t0 + VSCHED_FD_CHECK_NS / 8;
-	uint64_t checked = UINT64_MAX;
+	uint64_t checked = UINT64_MAX, last = 0;
 	int reason = 0;
 
 	if (!choose_window(op, t, hl))
@@ -322,7 +368,28 @@ poll_window(const struct target_ops *op, const struct target *t,
 			break;
 		vsched__relax();
 		now = ops->now_ns(ops->ctx);
+		/* Preempted since the last read (not across the first: the
+		 * hooks before the loop are not the poll's): stop, back off
+		 * (lib/sleeper.h). */
+		if (VSCHED__UNLIKELY(now > last + CONTEND_GAP_NS) && last &&
+		    s->params.contention) {
+			contention_seen(s, now);
+			hl->contended = true;
+			vsched__count(&s->hs.contended);
+			break;
+		}
+		last = now;
 		if (now >= next_look) {
+			/* The host's runnable count, sampled (not in a poll
+			 * won before the first look: lib/sleeper.h). */
+			if (s->ct.fd >= 0 && now - s->ct.sampled >= CONTEND_SAMPLE_NS) {
+				s->ct.sampled = now;
+				if ((s->ct.busy = vsched__host_busy(s))) {
+					hl->contended = true;
+					vsched__count(&s->hs.contended);
+					break;
+				}
+			}
 			/* A timer armed meanwhile ends the window at its
 			 * deadline (timer_due below posts it). */
 			uint64_t e = op->deadline(t, hl->deadline);
@@ -361,8 +428,12 @@ poll_window(const struct target_ops *op, const struct target *t,
 	}
 	vsched__mode_set_relaxed(s, hl->m, VSCHED_MODE_OUTSIDE_GUEST);
 	hl->poll_end = now;
+	if (!hl->contended)
+		contention_clear(s, hl->t0, now);
 	if (reason)
 		return reason; /* won: poll_end is the halt's end (account()) */
+	if (hl->contended)
+		return 0; /* cut short: sleep (to the deadline if it passed) */
 	if (end == hl->deadline)
 		/* The deadline, inside the window: the fds first (unless the
 		 * last check was at this very time). */

@@ -130,6 +130,20 @@ struct vsched__sleeper {
 	uint64_t sleep_cpu_ns;      /* measured CPU of a woken sleep (EWMA) */
 	uint64_t wake_cost_ns;      /* measured latency of a woken sleep (EWMA) */
 	unsigned sleeps;            /* sleeps armed: one in SLEEP_SAMPLE is timed */
+	/* Host contention (lib/sleeper.h, CONTEND_*), as params.contention
+	 * asks: the preemption back-off (no polling until `until`, VM clock;
+	 * its length); the runnable-count sampler (`fd`: the process's
+	 * /proc/loadavg fd while the params in force ask for the sampler,
+	 * else -1; `pfd`: that fd once taken, -1: none or a read failed;
+	 * `got`: pfd was taken; `busy`: the sample taken at `sampled` said
+	 * more runnable tasks than CPUs). `ref`: this sleeper holds a
+	 * reference to the process's fd (under lib/sleeper.c's load_lock:
+	 * a set_poll may take it on another thread). */
+	struct {
+		uint64_t until, backoff, sampled;
+		int fd, pfd;
+		bool got, ref, busy;
+	} ct;
 	struct vsched_poll_params params; /* the policy in force */
 	/* Owner-only, but read by a destroy that raced the owner out of its
 	 * contract: relaxed atomics (plain moves), so that such a race costs
@@ -144,7 +158,7 @@ struct vsched__sleeper {
 	struct {
 		_Atomic uint64_t successful, attempted, invalid;
 		_Atomic uint64_t success_ns, fail_ns, wait_ns, vetoed;
-		_Atomic uint64_t skips, stores, spurious, fd_checks;
+		_Atomic uint64_t skips, stores, spurious, fd_checks, contended;
 		_Atomic uint64_t hist_success[VSCHED_HIST_BUCKETS];
 		_Atomic uint64_t hist_fail[VSCHED_HIST_BUCKETS];
 		_Atomic uint64_t hist_wait[VSCHED_HIST_BUCKETS];

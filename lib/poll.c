@@ -77,7 +77,8 @@ bool vsched__poll_params_ok(const struct vsched_poll_params *p,
 	if (p->size < VSCHED__SIZE_TO(struct vsched_poll_params, cpu_budget_pct))
 		n->cpu_budget_pct = 100;
 	return n->policy < VSCHED_POLL_NPOLICIES && n->decay_shift < 16 &&
-	       n->spin_pct <= 100 && n->cpu_budget_pct <= VSCHED__POLL_BUDGET_MAX;
+	       n->spin_pct <= 100 && n->cpu_budget_pct <= VSCHED__POLL_BUDGET_MAX &&
+	       n->contention <= VSCHED_CONTENTION_SAMPLED;
 }
 
 int vsched_poll_init(const struct vsched_poll_params *caller,

@@ -3,15 +3,106 @@
  * A sleeper's life (init, fini) and the poll policy in force: its own, or
  * its VM's, refreshed under RCU when either changes (lib/sleeper.h).
  */
+#define _GNU_SOURCE /* secure_getenv */
 #include <urcu/urcu-bp.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "abi.h"
 #include "mode.h"
 #include "contract.h"
 #include "sleeper.h"
+
+/*
+ * The host's runnable count (lib/sleeper.h, CONTEND_SAMPLE_NS): one
+ * read-only O_CLOEXEC fd of /proc/loadavg per process, shared by every
+ * sleeper whose params asked for VSCHED_CONTENTION_SAMPLED: opened by the
+ * first one to ask, on its owner's thread at the start of its first halt
+ * under that policy, or sooner on the thread that gives a vCPU or waiter
+ * such a policy of its own (vsched__sleeper_set_poll()); closed by the
+ * last such sleeper's fini. VSCHED_CONTENTION_SOURCE names another file
+ * of the same format instead (a test and diagnostic hook, read at the
+ * open). No /proc, or an open refused: no sampler.
+ */
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static int load_fd = -1;
+static unsigned load_users;
+
+/* Take the sleeper's reference (once), opening the fd if it is the
+ * process's first. Any thread; the fd under the lock. */
+static int load_get(struct vsched__sleeper *s)
+{
+	int fd;
+
+	pthread_mutex_lock(&load_lock);
+	if (!s->ct.ref) {
+		s->ct.ref = true;
+		if (!load_users++) {
+			const char *src = secure_getenv("VSCHED_CONTENTION_SOURCE");
+			load_fd = open(src ? src : "/proc/loadavg", O_RDONLY | O_CLOEXEC);
+		}
+	}
+	fd = load_fd;
+	pthread_mutex_unlock(&load_lock);
+	return fd;
+}
+
+/* Drop the sleeper's reference, if any (idempotent); the last closes. */
+static void load_put(struct vsched__sleeper *s)
+{
+	pthread_mutex_lock(&load_lock);
+	if (s->ct.ref) {
+		s->ct.ref = false;
+		if (!--load_users && load_fd >= 0) {
+			close(load_fd);
+			load_fd = -1;
+		}
+	}
+	pthread_mutex_unlock(&load_lock);
+}
+
+/* One sample: more runnable tasks on the host than the VM's CPUs? The 4th
+ * field of /proc/loadavg, "R/T", is nr_running() now, the sampling thread
+ * included. A read that fails (a seccomp filter's errno) ends the
+ * sampling for this sleeper. Owner thread; one pread. */
+bool vsched__host_busy(struct vsched__sleeper *s)
+{
+	char b[128];
+	const char *p = b;
+	ssize_t n = pread(s->ct.fd, b, sizeof(b) - 1, 0);
+
+	if (n <= 0) {
+		s->ct.fd = s->ct.pfd = -1;
+		return false;
+	}
+	b[n] = 0;
+	for (int i = 0; i < 3 && p; i++)
+		if ((p = strchr(p, ' ')))
+			p++;
+	return p && strtoul(p, NULL, 10) > s->vm->ncpus;
+}
+
+/* New params in force (owner thread, a halt's start): the back-off starts
+ * afresh; the sampler runs if they ask for it, its fd taken the first
+ * time (an open() here, unless another sleeper or a set_poll has it). */
+static void contention_params(struct vsched__sleeper *s)
+{
+	s->ct.until = s->ct.backoff = s->ct.sampled = 0;
+	s->ct.busy = false;
+	if (s->params.contention < VSCHED_CONTENTION_SAMPLED) {
+		s->ct.fd = -1;
+		return;
+	}
+	if (!s->ct.got) {
+		s->ct.got = true;
+		s->ct.pfd = load_get(s);
+	}
+	s->ct.fd = s->ct.pfd;
+}
 
 /*
  * Take the policy in force: the sleeper's own when it has one, else the
@@ -44,6 +135,7 @@ void vsched__refresh_policy(struct vsched__sleeper *s, uint64_t vg, uint64_t og)
 	if (restart) {
 		s->params = cfg.p;
 		vsched_poll_init(&s->params, &s->poll);
+		contention_params(s);
 	}
 }
 
@@ -61,6 +153,10 @@ int vsched__sleeper_set_poll(struct vsched__sleeper *s,
 			return VSCHED_ENOMEM;
 		cfg->p = n;
 		cfg->gen = 0;
+		/* The sampler's fd, opened here, on the caller's thread (ahead
+		 * of a seccomp filter), rather than at the owner's next halt. */
+		if (n.contention >= VSCHED_CONTENTION_SAMPLED)
+			load_get(s);
 	}
 	old = atomic_exchange_explicit(&s->own_poll, cfg, memory_order_seq_cst);
 	/* After the pointer (see vsched__refresh_policy()). */
@@ -93,6 +189,7 @@ int vsched_vcpu_set_poll(struct vsched_vcpu *v,
 			&v->sl.own_poll, NULL, memory_order_acq_rel);
 		if (own)
 			vsched__free(&v->vm->alloc, own, sizeof(*own));
+		load_put(&v->sl); /* the same for the sampler's fd */
 		return VSCHED_ESHUTDOWN;
 	}
 	return rc;
@@ -109,6 +206,9 @@ void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
 	s->tfd_at = TFD_UNKNOWN;
 	s->sleep_cpu_ns = VSCHED_POLL_SLEEP_CPU_NS;
 	s->wake_cost_ns = VSCHED_POLL_WAKE_COST_NS;
+	/* The host-contention back-off: as the params in force ask
+	 * (contention_params()). */
+	s->ct.fd = s->ct.pfd = -1;
 }
 
 /* Idempotent: a destroyed vCPU is finished again with its VM. */
@@ -116,6 +216,8 @@ void vsched__sleeper_fini(struct vsched__sleeper *s)
 {
 	struct vsched__poll_cfg *own;
 
+	load_put(s);
+	s->ct.fd = s->ct.pfd = -1;
 	vsched__os_set_close(&s->os);
 	vsched__free_fd_tables(s);
 	/* Acquire: a set_poll that raced the destroy published its policy

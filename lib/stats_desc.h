@@ -55,7 +55,8 @@
 	X(wakeups,                ONE,  count, wakeups,                     VCPU,    ps.wakeups)           \
 	X(event_kicks,            ONE,  count, event_kicks,                 VCPU,    ps.event_kicks)       \
 	X(event_wakeups,          ONE,  count, event_wakeups,               VCPU,    ps.event_wakeups)     \
-	X(halt_poll_fd_checks,    ONE,  count, halt_poll_fd_checks,         SLEEPER, hs.fd_checks)
+	X(halt_poll_fd_checks,    ONE,  count, halt_poll_fd_checks,         SLEEPER, hs.fd_checks)         \
+	X(halt_poll_contended,    ONE,  count, halt_poll_contended,         SLEEPER, hs.contended)
 
 /* What each shape means for the descriptor and the snapshot struct. */
 #define VSCHED__STAT_SIZE_ONE 1

@@ -131,6 +131,46 @@ struct vsched_block_result {
  * or a timer re-arm woke the vCPU at the same time; a request that arrived
  * with it stays pending for the next service.
  *
+ * Host contention (off by default; the poll params' `contention`,
+ * <vsched/poll.h>, turns it on, also at run time through the set_poll
+ * calls): polling stops, as KVM's does when another task is runnable.
+ * VSCHED_CONTENTION_PREEMPT: after the polling thread found itself
+ * preempted, seen for free (no syscall, no fd): a gap of over 100 us
+ * between two of the poll loop's clock reads stops the poll and skips
+ * polls for 1 ms, doubling per preemption up to 64 ms, halved by each poll
+ * of 20 us or more without such a gap. Blind spot: a poller that wakes
+ * preempts a CPU-bound task beside it and polls to its window's end,
+ * never preempted itself (measured: it vetoed at most 0.1% of the halts
+ * beside a hog). VSCHED_CONTENTION_SAMPLED: that, and while the host has more
+ * runnable tasks than the VM's CPUs. The runnable count is the 4th field
+ * of /proc/loadavg, read with one pread (about 2 us) at most once per ms
+ * of the VM's clock per vCPU or waiter, only in a poll that has run
+ * VSCHED_FD_CHECK_NS / 8 (a poll won sooner makes no syscall) or at the
+ * start of a halt that the last sample kept from polling; a busy sample
+ * stops the poll under way and skips the polls of the next halts until a
+ * sample says idle. Its blind spots: tasks that wait on CPUs the poller
+ * cannot use (pinning, cpusets) count against it, CPU quotas are not
+ * seen, nor, in a guest, the host's load (the preemption gap sees that).
+ * Each stopped or skipped poll counts in the halt_poll_contended
+ * statistic; a skipped one is a veto too (`vetoed`, halt_poll_vetoed).
+ * The policy still learns every halt; a change of params starts the
+ * back-off afresh. Side effects of VSCHED_CONTENTION_SAMPLED on the host:
+ * one read-only O_CLOEXEC fd of /proc/loadavg per process, and pread64 on
+ * the blocking thread (a seccomp filter of that thread must allow it; a
+ * read that fails ends the sampling for that vCPU or waiter). The fd is
+ * opened once per process by the first vCPU or waiter whose params ask
+ * for the sampler: by default on its owner's thread at the start of its
+ * first halt under them (an open(), once), or on the calling thread by
+ * vsched_vcpu_set_poll(), vsched_waiter_set_poll() or
+ * vsched_waiter_create_ex() given such params of its own. A VMM that
+ * installs a seccomp filter should give those params there, before
+ * installing it (vsched_vm_set_poll() alone opens at the first halt). Each
+ * vCPU or waiter that took the fd holds it until it is destroyed (also if
+ * its params turn the sampler off meanwhile); the last one closes it.
+ * VSCHED_CONTENTION_SOURCE, a test and diagnostic hook, names another
+ * file of /proc/loadavg's format to read instead; it is read (with
+ * secure_getenv()) only when that fd is opened.
+ *
  * 1. the `blocking` hook runs first, before any polling;
  * 2. unless vetoed (arch no_poll, the guest's poll control, contention),
  *    polls for the policy's window in mode POLLING, reading only;

@@ -161,7 +161,30 @@ struct vsched_poll_params {
 	 * 100. Added in 0.3.
 	 */
 	unsigned cpu_budget_pct;
+	/**
+	 * Every policy, in the block engine only (a replay ignores it): the
+	 * host-contention back-off (<vsched/block.h>), which stops and skips
+	 * polls while the host has no CPU to spare for them. One of the
+	 * VSCHED_CONTENTION_* values below. Default VSCHED_CONTENTION_OFF:
+	 * no back-off, no syscall, no fd. Taken, as the other fields, at a
+	 * sleeper's next halt, so vsched_vm_set_poll(),
+	 * vsched_vcpu_set_poll() and vsched_waiter_set_poll() turn it on and
+	 * off at run time. Values above VSCHED_CONTENTION_SAMPLED are
+	 * refused (VSCHED_EINVAL). A struct whose size ends before it reads
+	 * VSCHED_CONTENTION_OFF. Added in 0.3.
+	 */
+	unsigned contention;
 };
+
+/** contention: off (the default). */
+#define VSCHED_CONTENTION_OFF 0
+/** contention: the poller's own preemption only (a gap in the poll loop's
+ * clock reads); no syscall, no fd. */
+#define VSCHED_CONTENTION_PREEMPT 1
+/** contention: that and the host's runnable count, sampled from
+ * /proc/loadavg (one pread at most once per ms per vCPU or waiter; one
+ * process-wide fd, <vsched/block.h>). */
+#define VSCHED_CONTENTION_SAMPLED 2
 
 /** What ADAPTIVE takes for a sleeping wakeup's latency before the engine
  * has measured one, and in a replay whose wake_cost_ns is 0. */

@@ -100,6 +100,11 @@ struct vsched_vcpu_stats {
 	/** Non-blocking checks of the registered fds made while polling
 	 * (their time is part of the poll time above). */
 	uint64_t halt_poll_fd_checks;
+	/** Halts whose polling the host-contention back-off skipped (also
+	 * counted in halt_poll_vetoed) or stopped: a sample found more
+	 * runnable tasks than CPUs on the host, or the poll loop found its
+	 * thread preempted (<vsched/block.h>). Added in 0.3. */
+	uint64_t halt_poll_contended;
 };
 
 /**

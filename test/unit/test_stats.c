@@ -173,7 +173,7 @@ static const struct member {
 } members[] = {
 	TOP(entries), TOP(cancelled_entries), TOP(kicks_sent), TOP(kicks_avoided),
 	TOP(wakeups), TOP(spurious_wakeups), TOP(event_kicks), TOP(event_wakeups),
-	TOP(halt_poll_fd_checks),
+	TOP(halt_poll_fd_checks), TOP(halt_poll_contended),
 	HALT(halt_successful_poll, ONE), HALT(halt_attempted_poll, ONE),
 	HALT(halt_poll_invalid, ONE), HALT(halt_wakeup, ONE),
 	HALT(halt_poll_success_ns, ONE), HALT(halt_poll_fail_ns, ONE),
