@@ -98,8 +98,8 @@ struct vsched_poll_params {
 	uint64_t grow_start_ns;
 	/**
 	 * ADAPTIVE: latency a sleep adds to a wakeup, taken out of the length
-	 * of slept halts and used to model the incumbent (which sees halts
-	 * with it). 0 (the vCPU default): the block engine measures it per
+	 * of slept halts and put back in the halts the replayed incumbent
+	 * sees. 0 (the vCPU default): the block engine measures it per
 	 * sleeper, from the post or kick (vsched_vcpu_kick(),
 	 * vsched_waiter_kick(), a guest timer's expiry) that woke it to its
 	 * running again (an EWMA from VSCHED_POLL_WAKE_COST_NS; wakes
@@ -155,10 +155,12 @@ struct vsched_poll_params {
 	 * is lowest by its histogram, and polls for the incumbent's own
 	 * window while what it really spent exceeds either by 1/32. Default
 	 * 100: no more CPU and no more latency than the incumbent, and both
-	 * lower where the history predicts the wakeups. Above 100 it buys latency
-	 * with up to that much CPU; 0: the least CPU (polls only where that
-	 * is cheaper than sleeping). A struct whose size ends before it gets
-	 * 100. Added in 0.3.
+	 * lower where the history predicts the wakeups. Above 100 it buys
+	 * latency with up to that much CPU. Below 100 it saves CPU at the
+	 * price of latency (no check against the incumbent's), falling back
+	 * to the least CPU by its histogram while it overspends; 0: the least
+	 * CPU (polls only where that is cheaper than sleeping). At most
+	 * 10000. A struct whose size ends before it gets 100. Added in 0.3.
 	 */
 	unsigned cpu_budget_pct;
 	/**
