@@ -618,11 +618,12 @@ static void setup_pols(struct pol *pols, const struct trace *t, double c_wake,
 		vsched_poll_defaults_waiter(VSCHED_POLL_ADAPTIVE, &pols[P_ADAPTIVE_DFLT].p);
 	else
 		default_params(&pols[P_ADAPTIVE_DFLT].p);
-	/* What the engine measures when the defaults leave them 0: a sleep's
-	 * CPU, and (posts and kicks: a vCPU's wakes) the wakeup's latency. */
-	if (!pols[P_ADAPTIVE_DFLT].p.sleep_cpu_ns)
+	/* The replay: what the engine measures when the defaults leave them
+	 * 0, a sleep's CPU and (posts and kicks: a vCPU's wakes) the wakeup's
+	 * latency. --live leaves them 0: the engine measures them itself. */
+	if (!opt_live && !pols[P_ADAPTIVE_DFLT].p.sleep_cpu_ns)
 		pols[P_ADAPTIVE_DFLT].p.sleep_cpu_ns = (uint64_t)c_sleep;
-	if (!pols[P_ADAPTIVE_DFLT].p.wake_cost_ns)
+	if (!opt_live && !pols[P_ADAPTIVE_DFLT].p.wake_cost_ns)
 		pols[P_ADAPTIVE_DFLT].p.wake_cost_ns = (uint64_t)c_wake;
 	pols[P_ADAPTIVE_DFLT].p.cpu_budget_pct = opt_budget;
 	for (int k = P_KNOB0; k < P_FIXED0; k++) {

@@ -581,6 +581,7 @@ account(const struct target_ops *op, const struct target *t,
 	s->lesson_window = hl->window;
 	s->lesson_halt_ns = halt_ns;
 	s->lesson_valid = valid;
+	s->lesson_wake_ns = res->wake_ns;
 	s->lesson_pending = reason != VSCHED_WAKE_DEADLINE;
 	if (won)
 		VSCHED__TRACE2(poll_won, t->id, pns);

@@ -154,6 +154,7 @@ struct vsched__sleeper {
 	 * return. */
 	bool lesson_pending, lesson_valid;
 	uint64_t lesson_window, lesson_halt_ns;
+	uint64_t lesson_wake_ns;    /* its wakeup, timed (0: not timed) */
 	/* Written by the owner, read anywhere. */
 	struct {
 		_Atomic uint64_t successful, attempted, invalid;

@@ -242,8 +242,13 @@ void vsched__learn(struct vsched__sleeper *s, int id)
 		struct vsched_poll_params p = s->params;
 		if (!p.sleep_cpu_ns)
 			p.sleep_cpu_ns = s->sleep_cpu_ns;
+		/* This halt's own wakeup where it was timed: its length
+		 * less that is when the wake came (on a loaded host a
+		 * sleeping wakeup varies from 10 to 100 us), else the
+		 * EWMA. */
 		if (!p.wake_cost_ns)
-			p.wake_cost_ns = s->wake_cost_ns;
+			p.wake_cost_ns = s->lesson_wake_ns ? s->lesson_wake_ns
+							   : s->wake_cost_ns;
 		vsched__poll_update(&p, &s->poll, s->lesson_window,
 				    s->lesson_halt_ns, s->lesson_valid);
 	} else {
