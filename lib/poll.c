@@ -9,6 +9,9 @@
 /* Costs (a wakeup, a sleep's CPU, one halt's CPU in the sums) count up to
  * 2^32 ns, 4.3 s: the decayed sums stay below 2^32 x 2^16 x 2^15. */
 #define COST_MAX (UINT64_C(1) << 32)
+/* ADAPTIVE against its incumbent prices its candidates on one halt in
+ * this many (lib/poll.c, adaptive_choose_budget()). */
+#define CHOOSE_EVERY 4
 #define BUCKET0_SHIFT 8 /* bucket 0: [0, 512); bucket i: [2^(8+i), 2^(9+i)) */
 
 /* One policy: its name (the command lines' and the benches') and its three
@@ -325,9 +328,10 @@ static void cover(const struct vsched_poll_state *s, const struct hist_sums *hs,
 		*cpu = hs->c[VSCHED_POLL_BUCKETS - 1];
 		return;
 	}
-	uint64_t hi = UINT64_C(1) << (BUCKET0_SHIFT + 1 + i);
-	uint64_t lo = i ? hi / 2 : 0;
-	uint64_t part = (uint64_t)s->hist[i] * (x - lo) / (hi - lo);
+	/* bucket i spans 2^(8+i) ns (bucket 0: 2^9), so the share is a shift */
+	const unsigned width = BUCKET0_SHIFT + (i ? i : 1);
+	uint64_t lo = i ? UINT64_C(1) << width : 0;
+	uint64_t part = ((uint64_t)s->hist[i] * (x - lo)) >> width;
 	*weight = hs->w[i] + part;
 	*cpu = hs->c[i] + part * (lo + (x - lo) / 2);
 }
@@ -394,6 +398,20 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 		total += s->hist[i];
 	if (!total)
 		return 0; /* no halt learnt: nothing says polling pays */
+	/* The incumbent's realized cost, in histogram units (its sums decay
+	 * as the histogram's, one halt weighing 2^16 there). */
+	const double inc_cpu = (double)s->inc_cpu * HIST_ONE;
+	const double inc_lat = (double)total + 31.0 * (double)s->inc_slept;
+	const double cap = inc_cpu * (double)p->cpu_budget_pct / 100.0;
+	const double own_cpu = (double)s->own_cpu * HIST_ONE;
+	if (p->cpu_budget_pct >= 100 &&
+	    (own_cpu > cap + cap / 32 ||
+	     (double)total + 31.0 * (double)s->own_slept > inc_lat + inc_lat / 32))
+		return follow;
+	/* The estimate moves by 1/64 of a halt a halt: priced again every
+	 * CHOOSE_EVERY halts (the check above runs on every one). */
+	if (s->halts % CHOOSE_EVERY)
+		return s->window_ns;
 	hist_sums(s, &hs);
 	cand[n++] = 0;
 	for (unsigned i = 0; i + 1 < VSCHED_POLL_BUCKETS; i++) {
@@ -408,14 +426,10 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 	}
 	if (p->max_ns)
 		cand[n++] = p->max_ns;
-	/* The incumbent's realized cost, in histogram units (its sums decay
-	 * as the histogram's, one halt weighing 2^16 there). */
-	const double inc_cpu = (double)s->inc_cpu * HIST_ONE;
-	const double inc_lat = (double)total + 31.0 * (double)s->inc_slept;
-	const double cap = inc_cpu * (double)p->cpu_budget_pct / 100.0;
+	const double per_cap = 1.0 / (cap > 0 ? cap : 1.0), per_lat = 1.0 / inc_lat;
 	for (unsigned i = 0; i < n; i++) {
 		struct budget_cost c = window_cost(s, &hs, total, cand[i], sc);
-		double rc = c.cpu / (cap > 0 ? cap : 1.0), rl = c.lat / inc_lat;
+		double rc = c.cpu * per_cap, rl = c.lat * per_lat;
 		if (!p->cpu_budget_pct) {
 			score[i] = c.cpu;
 			other[i] = c.lat;
@@ -426,13 +440,7 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 		if (score[i] < score[best])
 			best = i;
 	}
-	if (p->cpu_budget_pct >= 100) {
-		const double own_cpu = (double)s->own_cpu * HIST_ONE;
-		const double own_lat = (double)total + 31.0 * (double)s->own_slept;
-		if (own_cpu > cap + cap / 32 || own_lat > inc_lat + inc_lat / 32)
-			return follow;
-	} else if (p->cpu_budget_pct &&
-		   (double)s->own_cpu * HIST_ONE > cap + cap / 32) {
+	if (p->cpu_budget_pct && p->cpu_budget_pct < 100 && own_cpu > cap + cap / 32) {
 		/* Below the incumbent's CPU, following it cannot help: the
 		 * least CPU by the histogram instead. */
 		unsigned lo = 0;
