@@ -208,15 +208,21 @@ struct vsched_poll_state {
 	/** Halts seen. */
 	uint64_t halts;
 	/**
-	 * ADAPTIVE (added in 0.3): its incumbent replayed on the same halts,
-	 * Linux's grow/shrink rule with the same parameters: the window that
-	 * rule would poll for next, and, decayed as `hist`, the CPU it would
-	 * have spent (ns, sleeps at sleep_cpu_ns) and the halts it would have
-	 * slept through (2^16 each); then the same two sums for the windows
-	 * this policy did poll for.
+	 * ADAPTIVE (added in 0.3): its incumbent, Linux's grow/shrink rule
+	 * with the same parameters, replayed on the same halts: the window
+	 * that rule would poll for next.
 	 */
 	uint64_t inc_window_ns;
-	uint64_t inc_cpu, inc_slept, own_cpu, own_slept;
+	/** ADAPTIVE: the CPU the incumbent would have spent (ns: polls, and
+	 * sleep_cpu_ns a sleep), decayed as `hist`. */
+	uint64_t inc_cpu;
+	/** ADAPTIVE: the halts the incumbent would have slept through (2^16
+	 * each), decayed as `hist`. */
+	uint64_t inc_slept;
+	/** ADAPTIVE: the same as inc_cpu, for the windows it did poll for. */
+	uint64_t own_cpu;
+	/** ADAPTIVE: the same as inc_slept, for the windows it did poll for. */
+	uint64_t own_slept;
 };
 
 /**
