@@ -12,6 +12,7 @@
 /* ADAPTIVE against its incumbent prices its candidates on one halt in
  * this many (lib/poll.c, adaptive_choose_budget()). */
 #define CHOOSE_EVERY 4
+#define CHOOSE_EARLY 64
 #define BUCKET0_SHIFT 8 /* bucket 0: [0, 512); bucket i: [2^(8+i), 2^(9+i)) */
 
 /* One policy: its name (the command lines' and the benches') and its three
@@ -408,9 +409,10 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 	    (own_cpu > cap + cap / 32 ||
 	     (double)total + 31.0 * (double)s->own_slept > inc_lat + inc_lat / 32))
 		return follow;
-	/* The estimate moves by 1/64 of a halt a halt: priced again every
-	 * CHOOSE_EVERY halts (the check above runs on every one). */
-	if (s->halts % CHOOSE_EVERY)
+	/* The estimate moves by 1/64 of a halt a halt: priced on every halt
+	 * of the first CHOOSE_EARLY (a new sleeper finds its window at once),
+	 * then every CHOOSE_EVERY halts (the check above runs on every one). */
+	if (s->halts > CHOOSE_EARLY && s->halts % CHOOSE_EVERY)
 		return s->window_ns;
 	hist_sums(s, &hs);
 	cand[n++] = 0;

@@ -880,7 +880,11 @@ static void test_poll_window_sees_fds(void **state)
 	vsched_vm_destroy(vm);
 	close(efd);
 	assert_int_equal(fd_wakes, 50);
-	assert_true(poll_wins >= 40);
+	/* Most of them by the poll loop. The default starts at its
+	 * incumbent's window, 0: the first halts find the fd at their first
+	 * look or in a sleep (natively 2 of 50; under valgrind, whose halts
+	 * run long now and then, 7-9 of 50). */
+	assert_true(poll_wins >= 30);
 }
 
 /* Issue 15 item 7: no hidden limit on fds per sleeper. */

@@ -128,7 +128,8 @@ static void test_adaptive_follows_distribution(void **state)
 	 * budget 0: the least CPU). */
 	p.latency_weight = 0;
 	p.cpu_budget_pct = 0;
-	/* (the budget rule prices its candidates on one halt in 4) */
+	/* (past its first 64 halts the budget rule prices its candidates on
+	 * one halt in 4) */
 	for (int i = 0; i < 4; i++)
 		w = halt(&p, &s, 3000, true);
 	assert_int_equal(w, 0);
