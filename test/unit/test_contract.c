@@ -62,6 +62,7 @@ static void await_mode(struct vsched_vcpu *v, int mode)
 
 struct owner {
 	struct vsched_vcpu *v;
+	_Atomic pid_t tid;
 	uint64_t deadline;
 	int reason;
 	clockid_t cpu;
@@ -75,6 +76,7 @@ static void *owner_block(void *arg)
 	uint64_t c0;
 
 	pthread_getcpuclockid(pthread_self(), &o->cpu);
+	atomic_store(&o->tid, (pid_t)syscall(SYS_gettid));
 	c0 = thread_cpu(o->cpu);
 	o->reason = vsched_vcpu_block(o->v, o->deadline);
 	o->cpu_ns = thread_cpu(o->cpu) - c0;
@@ -89,6 +91,8 @@ struct fix {
 	int state;
 	int efd;
 };
+
+static char task_state(pid_t tid);
 
 static void fix_up(struct fix *f, int state)
 {
@@ -125,6 +129,17 @@ static void fix_up(struct fix *f, int state)
 		assert_int_equal(pthread_create(&f->o.t, NULL, owner_block, &f->o), 0);
 		f->blocker = true;
 		await_mode(f->v, state);
+		/* BLOCKED is published before the owner's last look: a post
+		 * seen by that look would end the block. Asleep in the kernel
+		 * first (under qemu-user that look came after the post 1 time
+		 * in 40). */
+		for (uint64_t end = mono() + 10 * SEC;
+		     state == VSCHED_MODE_BLOCKED &&
+		     (!atomic_load(&f->o.tid) || task_state(atomic_load(&f->o.tid)) != 'S');) {
+			if (mono() > end)
+				fail_msg("the owner never slept");
+			usleep(1000);
+		}
 		if (state == VSCHED_MODE_BLOCKED) /* pending, asleep */
 			assert_int_equal(vsched_post(f->v, K_NOWAKE), 0);
 		break;
@@ -303,8 +318,6 @@ static void *w_thread(void *arg)
 	f->reason = vsched_waiter_wait(f->w, VSCHED_DEADLINE_NONE, NULL);
 	return NULL;
 }
-
-static char task_state(pid_t tid);
 
 /* A waiter idle (OUTSIDE_GUEST), polling (its condition looked at again
  * and again in a 100 s window) or asleep (its before_sleep hook ran and
