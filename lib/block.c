@@ -347,6 +347,9 @@ poll_window(const struct target_ops *op, const struct target *t,
 	const bool fds = s->nlook != 0; /* doorbells ring only in a sleep */
 	uint64_t end, wend, now = hl->t0, next_look = hl->t0 + VSCHED_FD_CHECK_NS / 8;
 	uint64_t checked = UINT64_MAX, last = 0;
+	/* The preemption gap is looked for only when asked (the params in
+	 * force, fixed for this halt): off, the loop does not pay for it. */
+	const bool gaps = s->params.contention != VSCHED_CONTENTION_OFF;
 	int reason = 0;
 
 	if (!choose_window(op, t, hl))
@@ -371,14 +374,15 @@ poll_window(const struct target_ops *op, const struct target *t,
 		/* Preempted since the last read (not across the first: the
 		 * hooks before the loop are not the poll's): stop, back off
 		 * (lib/sleeper.h). */
-		if (VSCHED__UNLIKELY(now > last + CONTEND_GAP_NS) && last &&
-		    s->params.contention) {
-			contention_seen(s, now);
-			hl->contended = true;
-			vsched__count(&s->hs.contended);
-			break;
+		if (gaps) {
+			if (VSCHED__UNLIKELY(now > last + CONTEND_GAP_NS) && last) {
+				contention_seen(s, now);
+				hl->contended = true;
+				vsched__count(&s->hs.contended);
+				break;
+			}
+			last = now;
 		}
-		last = now;
 		if (now >= next_look) {
 			/* The host's runnable count, sampled (not in a poll
 			 * won before the first look: lib/sleeper.h). */

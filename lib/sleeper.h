@@ -75,10 +75,11 @@ static inline bool vsched__sleep_sampled(unsigned sleeps)
  *    backs off: no polling for CONTEND_MIN_NS, doubling per preemption up
  *    to CONTEND_MAX_NS; once it has run out the next window polls again (a
  *    probe), and a poll of CONTEND_CLEAN_NS or more without such a gap
- *    halves it (below CONTEND_MIN_NS: none). No syscall: 4 instructions
- *    per poll iteration (callgrind, a fake clock: 23.4 -> 27.5 per
- *    iteration, the same with the back-off off; a sample is ~1,400
- *    more). Blind spot: a poller that wakes preempts a CPU hog at once
+ *    halves it (below CONTEND_MIN_NS: none). No syscall: about 4 instructions
+ *    per poll iteration while it is on (callgrind, a fake clock: 23.4 ->
+ *    27.5 per iteration), none while it is off (the check is skipped for
+ *    the halt: 26.3 a iteration, fake clock included); a sample is
+ *    ~1,400 more. Blind spot: a poller that wakes preempts a CPU hog at once
  *    (CFS/EEVDF wakeup preemption) and polls its short windows to the end:
  *    it steals the hog's CPU without ever being preempted itself (signal
  *    1 sees that). Measured on a loaded 2-core VM (load 4), a spinning
