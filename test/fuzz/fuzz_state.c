@@ -1094,10 +1094,16 @@ static void op_timer(struct worker *wk, struct obj *o, unsigned oi, unsigned op,
 		fail("[E1] timer write on live vCPU %u returned %d", oi, rc);
 }
 
+/* Bits 0-3: policy and window; bit 4 (op_set_poll): NULL; bits 5-6: the
+ * contention back-off (off, preempt, sampled, off); bit 7: a budget of 50
+ * instead of the default 100. */
 static void poll_params(unsigned a, struct vsched_poll_params *p)
 {
 	static const uint64_t max[4] = { 0, 20000, 50000, 200000 };
 	vsched_poll_defaults(a % 4, max[(a / 4) % 4], p);
+	p->contention = ((a >> 5) & 3) % 3;
+	if (a & 128)
+		p->cpu_budget_pct = 50;
 }
 
 static void op_set_poll(struct worker *wk, unsigned a, unsigned b)
