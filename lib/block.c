@@ -305,17 +305,18 @@ static bool still_busy(struct vsched__sleeper *s, uint64_t now)
 }
 
 /* The policy's window for this halt, unless the guest's poll control, the
- * target or host contention (lib/sleeper.h) vetoes it (counted): 0 means
- * sleep at once. */
-static inline __attribute__((always_inline)) uint64_t
+ * target or host contention (lib/sleeper.h) vetoes it (counted). `to_dl`:
+ * the halt polls to its deadline whatever the window (a short timed wait,
+ * short_wait()), unless vetoed. True to poll. */
+static inline __attribute__((always_inline)) bool
 choose_window(const struct target_ops *op, const struct target *t,
-	      struct halt *hl)
+	      struct halt *hl, bool to_dl)
 {
 	struct vsched__sleeper *s = t->s;
 
 	hl->window = vsched__poll_window(&s->params, &s->poll);
-	if (!hl->window)
-		return 0;
+	if (!hl->window && !to_dl)
+		return false;
 	hl->contended = hl->t0 < s->ct.until ||
 			(VSCHED__UNLIKELY(s->ct.busy) && still_busy(s, hl->t0));
 	hl->vetoed = atomic_load_explicit(&s->guest_poll_off, memory_order_relaxed) ||
@@ -325,8 +326,31 @@ choose_window(const struct target_ops *op, const struct target *t,
 		if (hl->contended)
 			vsched__count(&s->hs.contended);
 		hl->window = 0;
+		return false;
 	}
-	return hl->window;
+	return true;
+}
+
+/* A timed halt whose deadline `eff` comes sooner than one sleep's CPU
+ * (vsched__sleep_cost(), measured) would pay for, give or take a
+ * sixteenth (a tie goes to ending on time): polling to it costs no more
+ * CPU than sleeping and returns on time, where the sleep would return as
+ * late as the kernel wakes it, so the halt polls to it. So does one that
+ * the kernel could not wake on time (vsched__late_for()) when spin_pct is
+ * 100, on time whatever it costs. That is not a poll the policy chose:
+ * its window stays the policy's, and the deadline reached is no win
+ * (account()). Only on the VM's default clock, which is real time, and
+ * not with spin_pct 0 (never spin). */
+static inline bool short_wait(const struct vsched__sleeper *s, uint64_t t0,
+			      uint64_t eff)
+{
+	uint64_t c = vsched__sleep_cost(s), left = eff - t0;
+
+	if (!s->params.spin_pct || eff == VSCHED_DEADLINE_NONE || eff <= t0 ||
+	    s->vm->ops.now_ns != vsched__clock_now)
+		return false;
+	return left <= c + c / 16 ||
+	       (s->params.spin_pct == 100 && left <= vsched__late_for(s, left));
 }
 
 /* Poll for the policy's window (unless vetoed), up to `eff`, the sleep's
@@ -352,11 +376,15 @@ poll_window(const struct target_ops *op, const struct target *t,
 	const bool gaps = s->params.contention != VSCHED_CONTENTION_OFF;
 	int reason = 0;
 
-	if (!choose_window(op, t, hl))
+	const bool to_dl = short_wait(s, hl->t0, eff);
+
+	if (!choose_window(op, t, hl, to_dl))
 		return 0;
 	wend = hl->t0 + hl->window; /* the window's own end */
 	if (wend < hl->t0)
 		wend = UINT64_MAX;
+	if (to_dl && wend < eff)
+		wend = eff;
 	end = wend < eff ? wend : eff;
 	hl->attempted = true;
 	vsched__mode_set_relaxed(s, hl->m, VSCHED_MODE_POLLING);
@@ -471,10 +499,13 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 	runnable_leave(s);
 	hl->sleep_start = ops->now_ns(ops->ctx);
 	hl->waited = true;
-	/* Only the policy that uses it, and only when not given. */
-	const bool sample = s->params.policy == VSCHED_POLL_ADAPTIVE &&
-			    !s->params.sleep_cpu_ns && vsched__sleep_sampled(++s->sleeps);
-	const uint64_t cpu0 = sample ? vsched__thread_cpu_ns() : 0;
+	/* Only when not given: the ADAPTIVE policy prices sleeps with it,
+	 * and every policy's timed waits spin rather than sleep for less
+	 * (poll_window()). Learnt by a waker's wake below or by the timer of
+	 * an early wakeup (lib/sleep.c), before any on-time spin. */
+	s->cpu0 = 0;
+	if (!s->params.sleep_cpu_ns && vsched__sleep_sampled(++s->sleeps))
+		s->cpu0 = vsched__thread_cpu_ns();
 	const bool learn_wake = s->params.policy == VSCHED_POLL_ADAPTIVE &&
 				!s->params.wake_cost_ns;
 	uint64_t arm_at = hl->sleep_start; /* this arm's; wake stamps before it are stale */
@@ -503,8 +534,8 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 			 * syscall (~2 us) that the wake's must not include. */
 			if (learn_wake)
 				hl->res->wake_ns = vsched__learn_wake_cost(s, arm_at);
-			if (cpu0)
-				vsched__learn_sleep_cpu(s, cpu0, eff);
+			if (s->cpu0)
+				vsched__learn_sleep_cpu(s);
 			break;
 		}
 		/* Woken with nothing to do (its event was consumed before we

@@ -30,6 +30,16 @@ static inline void vsched__trace_post(struct vsched_vcpu *v, unsigned kind);
 #define VSCHED__ALIGNED __attribute__((aligned(VSCHED__CACHELINE)))
 #define VSCHED__LIKELY(x) __builtin_expect(!!(x), 1)
 #define VSCHED__UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* Classes of a timed sleep's length whose lateness is learnt apart
+ * (lib/sleep.c): below 8 us, then doublings up to 1 ms and beyond. */
+#define VSCHED__LATE_CLASSES 9
+/* How late the kernel wakes a timed sleep (lib/sleep.c): a running median
+ * (ns, 0: none yet), the last step and its direction, and the mean
+ * distance of the samples from the median. */
+struct vsched__late {
+	uint32_t est, step, dev;
+	bool up;
+};
 
 /* A request flag's rules, in one place: every flag a kind may declare is
  * either one the inline post handles (NO_WAKEUP: the kick decision reads
@@ -124,12 +134,14 @@ struct vsched__sleeper {
 	uint64_t poll_gen;          /* the VM's generation of `params` */
 	uint64_t own_gen_seen;      /* own_gen when `params` was taken */
 	bool own_params;            /* `params` is the sleeper's own policy */
-	uint64_t wake_margin_ns;    /* learnt lateness of timed futex sleeps */
-	uint64_t fd_margin_ns;      /* the same, of timed epoll sleeps */
+	/* The learnt lateness of timed sleeps (lib/sleep.c), by mechanism
+	 * (LATE_FUTEX, LATE_EPOLL) and class of length. */
+	struct vsched__late late[2][VSCHED__LATE_CLASSES];
+	uint64_t cpu0;              /* a sampled sleep's thread CPU at its arm, or 0 */
 	uint64_t tfd_at;            /* the timerfd's expiry as last set */
 	uint64_t sleep_cpu_ns;      /* measured CPU of a woken sleep (EWMA) */
 	uint64_t wake_cost_ns;      /* measured latency of a woken sleep (EWMA) */
-	unsigned sleeps;            /* sleeps armed: one in SLEEP_SAMPLE is timed */
+	unsigned sleeps;            /* sleeps armed: vsched__sleep_sampled() */
 	/* Host contention (lib/sleeper.h, CONTEND_*), as params.contention
 	 * asks: the preemption back-off (no polling until `until`, VM clock;
 	 * its length); the runnable-count sampler (`fd`: the process's

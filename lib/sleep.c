@@ -13,46 +13,157 @@
 #include "mode.h"
 #include "sleeper.h"
 
-/* Timed sleeps ask the kernel to wake them early by the sleeper's learnt
- * lateness and spin on their word for the rest. The lateness is measured,
- * not derived: what the kernel's timer took beyond the time asked for,
- * which on the futex includes the thread's timer slack (so no prctl is
- * needed to read it) and on the timerfd only the wakeup latency. The
- * margin starts at MARGIN_START (Linux's default 50 us slack plus a
- * wakeup; lib/sleeper.h), follows the measured lateness of those early
- * wakeups (EWMA, 1/8) plus MARGIN_PAD, and is capped at MARGIN_MAX: a
- * thread with a larger slack sleeps late rather than spin for it. Only a
- * timeout the sleep asked for is learnt and finished on the CPU; a
- * spurious return, a signal or an error never is. */
-#define MARGIN_PAD 2000
-
-/* When to ask the kernel to end a sleep due at `kd` (CLOCK_MONOTONIC):
- * early by the margin `by`, but by at most the sleeper's spin_pct of the
- * time left, so that the spin to the deadline stays a bounded share of the
- * sleep (a short timeout on a loaded host, whose wakeups come late, then
- * ends late rather than spin most of its length). */
-static uint64_t early_for(const struct vsched__sleeper *s, uint64_t kd,
-			  uint64_t by)
+/* Timed sleeps ask the kernel to wake them early and spin on their word
+ * for the rest. How late the kernel's timer comes is measured, not derived:
+ * what it took beyond the time asked for, which on the futex includes the
+ * thread's timer slack (so no prctl is needed to read it) and on the
+ * timerfd only the wakeup latency. It is learnt per mechanism and per class
+ * of the length asked for (late_class(): on a nested host a 10 us timerfd
+ * wakes 60 us late, a 20 us one 43 us), as a running median with the mean
+ * distance of the samples from it (learn_late()). The sleep asks to be
+ * woken that median, less OVERSHOOT_NS or that distance, early
+ * (early_by()): about half of its wakeups come after the deadline, by
+ * about that much, and those that come before it spin for the rest, which
+ * the median keeps short. A deadline too near for that (the kernel would
+ * not wake it on time however early it asked) is slept to as it is: late,
+ * at a sleep's CPU (spin_pct 100 polls to it instead: block.c's
+ * short_wait()). Only a timeout the sleep asked for is learnt and finished
+ * on the CPU; a spurious return, a signal or an error never is. */
+static unsigned late_class(uint64_t len)
 {
-	uint64_t now, cap;
+	uint64_t r = len >> 13; /* 8 us */
+	unsigned c = r ? 64u - (unsigned)__builtin_clzll(r) : 0;
 
-	if (kd == VSCHED_DEADLINE_NONE)
-		return kd;
-	now = vsched__clock_now(NULL);
-	cap = kd > now ? (kd - now) / 100 * s->params.spin_pct : 0;
-	if (by > cap)
-		by = cap;
-	return kd > by ? kd - by : 0;
+	return c < VSCHED__LATE_CLASSES ? c : VSCHED__LATE_CLASSES - 1;
 }
 
-/* An early wakeup came `late` ns after the time it asked for: learn. */
-static void learn_margin(uint64_t *margin, uint64_t late)
-{
-	int64_t m = (int64_t)*margin;
-	int64_t target = (int64_t)(late < MARGIN_MAX ? late : MARGIN_MAX) + MARGIN_PAD;
+/* One timed sleep's plan: when to ask the kernel to end it, and how much
+ * of an early wakeup may be spun. */
+struct plan {
+	uint64_t kd;     /* the deadline (CLOCK_MONOTONIC) */
+	uint64_t asked;  /* the kernel's timeout: kd, or earlier */
+	uint64_t from;   /* when it was asked */
+	uint64_t spin;   /* the longest spin an early wakeup may end in */
+	struct vsched__late *late; /* the estimate it learns, NULL: none */
+};
 
-	m += (target - m) / 8;
-	*margin = (uint64_t)(m < MARGIN_MAX ? m : MARGIN_MAX);
+/* How early to ask, for a class's lateness `l` (`start` when unseen):
+ * its median less OVERSHOOT_NS, or less the samples' mean distance from
+ * the median where that is larger (a host whose wakeups scatter: the
+ * sleep then ends later, and its spin stays as short). spin_pct 100: on
+ * time, whatever it spins. */
+static uint64_t early_by(unsigned pct, const struct vsched__late *l,
+			 uint32_t start)
+{
+	uint64_t est = l->est ? l->est : start;
+	uint64_t keep = l->dev > OVERSHOOT_NS ? l->dev : OVERSHOOT_NS;
+
+	if (pct == 100)
+		return est + MARGIN_PAD;
+	return est > keep ? est - keep : 0;
+}
+
+/* Plan a sleep due at `kd`: the length that, with its class's lateness,
+ * wakes it OVERSHOOT_NS past kd (spin_pct 100: MARGIN_PAD before), looked
+ * up twice (the class of the time left, then that of the length it gives).
+ * An early wakeup spins for at most spin_pct of the time left; one that
+ * comes earlier sleeps again, to kd itself (rare: far earlier than the
+ * sleeps of its class wake). spin_pct 0 or `exact`: ask for kd. */
+static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
+		       unsigned mech, bool exact)
+{
+	const unsigned pct = s->params.spin_pct;
+	const uint32_t start = mech == LATE_FUTEX ? LATE_START : LATE_START_EPOLL;
+	struct vsched__late *late = s->late[mech];
+	uint64_t left, by, len;
+	unsigned c;
+
+	p->kd = p->asked = kd;
+	p->late = NULL;
+	if (kd == VSCHED_DEADLINE_NONE || !pct || exact)
+		return;
+	p->from = vsched__clock_now(NULL);
+	left = kd > p->from ? kd - p->from : 0;
+	p->spin = left / 100 * pct;
+	c = late_class(left);
+	by = early_by(pct, &late[c], start);
+	if (by >= left) /* no time to sleep on time: sleep late */
+		goto late;
+	len = left - by;
+	if (late[late_class(len)].est) {
+		c = late_class(len);
+		by = early_by(pct, &late[c], start);
+		if (by >= left)
+			goto late;
+		len = left - by;
+	}
+	p->asked = p->from + len;
+	p->late = &late[late_class(len)];
+	return;
+late:
+	p->late = &late[late_class(left)];
+}
+
+/* The lateness a sleep of `left` ns would be planned with, as the next
+ * arm's mechanism has learnt it, plus MARGIN_PAD: below it, spin_pct 100
+ * cannot end on time by sleeping. */
+uint64_t vsched__late_for(const struct vsched__sleeper *s, uint64_t left)
+{
+	bool ep = atomic_load_explicit(&s->use_evfd, memory_order_relaxed);
+	const struct vsched__late *l = &s->late[ep][late_class(left)];
+
+	return (l->est ? l->est : ep ? LATE_START_EPOLL : LATE_START) + MARGIN_PAD;
+}
+
+/* One lateness sample: the running median moves toward it by a step that
+ * doubles while the samples stay on one side (a new class, a host that got
+ * busier: it is there in a few sleeps) and falls back to LATE_STEP when
+ * they cross (a steady host: it dithers about the median by that much), up
+ * to a quarter of the estimate (a millisecond outlier moves it by that at
+ * most, once). The first sample is taken as it is. */
+#define LATE_STEP 1000
+static void learn_late(struct vsched__late *l, uint32_t late)
+{
+	bool up = late > l->est;
+	uint32_t mag = l->step, lim = l->est / 4 + LATE_STEP, d;
+
+	if (!l->est) {
+		l->est = late ? late : 1;
+		l->step = LATE_STEP;
+		l->up = false;
+		return;
+	}
+	d = up ? late - l->est : l->est - late;
+	l->dev = (uint32_t)((int64_t)l->dev + ((int64_t)d - (int64_t)l->dev) / 8);
+	mag = up == l->up ? (2 * mag < lim ? 2 * mag : lim) : LATE_STEP;
+	if (d > mag)
+		d = mag;
+	l->est = up ? l->est + d : (l->est - d ? l->est - d : 1);
+	l->step = mag;
+	l->up = up;
+}
+
+/* The timeout planned came with the word still BLOCKED: learn how late it
+ * was and the sleep's CPU (if sampled), then spin to the deadline on the
+ * word, unless the wakeup came more than the plan's spin before it.
+ * Returns true when the deadline (or a poster) was waited for, false to
+ * sleep again to the deadline itself. */
+static bool early_wakeup(struct vsched__sleeper *s, uint32_t blocked,
+			 const struct plan *p)
+{
+	uint64_t woke = vsched__clock_now(NULL);
+	uint64_t at = p->asked > p->from ? p->asked : p->from;
+	uint64_t late = woke > at ? woke - at : 0;
+
+	if (s->cpu0)
+		vsched__learn_sleep_cpu(s);
+	learn_late(p->late, late < LATE_MAX ? (uint32_t)late : LATE_MAX);
+	if (woke < p->kd && p->kd - woke > p->spin)
+		return false;
+	while (atomic_load_explicit(s->word, memory_order_relaxed) == blocked &&
+	       vsched__clock_now(NULL) < p->kd)
+		vsched__relax();
+	return true;
 }
 
 /* Arm BLOCKED for one sleep (protocol.md "The wake mechanism"): the
@@ -79,15 +190,6 @@ int vsched__arm(struct vsched__sleeper *s, uint32_t blocked)
 	return 0;
 }
 
-/* The rest of an early timed wakeup: spin on the word until the kernel
- * deadline `kd` (CLOCK_MONOTONIC) or a poster moves it. Reads only. */
-static void finish_on_time(struct vsched__sleeper *s, uint32_t blocked,
-			   uint64_t kd)
-{
-	while (atomic_load_explicit(s->word, memory_order_relaxed) == blocked &&
-	       vsched__clock_now(NULL) < kd)
-		vsched__relax();
-}
 int vsched__sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
 		       uint64_t deadline)
 {
@@ -97,23 +199,29 @@ int vsched__sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
 	 * gets the deadline in the VM's clock, as vm.h documents. */
 	const bool kernel = ops->wait == vsched__futex_wait;
 
+	bool exact = false; /* an early wakeup too early to spin: to kd */
+
 	for (;;) {
-		uint64_t kd = kernel ? vsched__kernel_deadline(ops, deadline) : deadline;
+		struct plan p;
 		/* The kernel's futex timeout is an hrtimer with the thread's
 		 * timer slack: it may fire that late. Ask for the deadline
-		 * minus the learnt lateness, then spin on the word until the
-		 * deadline: the sleep ends on time without changing the
+		 * less the learnt lateness, then spin on the word until the
+		 * deadline: the sleep ends about on time without changing the
 		 * thread's slack. */
-		uint64_t early = kernel ? early_for(s, kd, s->wake_margin_ns) : kd;
-		int rc = ops->wait((uint32_t *)s->word, blocked, early, ops->ctx);
-		/* Only the early timeout asked for: a spurious return 0 (a
-		 * late FUTEX_WAKE of an earlier sleep), a signal or an error
-		 * goes on below, never to a spin until the deadline. */
-		if (rc == -ETIMEDOUT && early != kd &&
-		    atomic_load_explicit(s->word, memory_order_relaxed) == blocked) {
-			uint64_t woke = vsched__clock_now(NULL);
-			learn_margin(&s->wake_margin_ns, woke > early ? woke - early : 0);
-			finish_on_time(s, blocked, kd);
+		if (kernel)
+			plan_sleep(s, &p, vsched__kernel_deadline(ops, deadline),
+				   LATE_FUTEX, exact);
+		else
+			p = (struct plan){ .kd = deadline, .asked = deadline };
+		int rc = ops->wait((uint32_t *)s->word, blocked, p.asked, ops->ctx);
+		/* Only the timeout asked for: a spurious return 0 (a late
+		 * FUTEX_WAKE of an earlier sleep), a signal or an error goes
+		 * on below, never to a spin until the deadline. */
+		if (rc == -ETIMEDOUT && p.late &&
+		    atomic_load_explicit(s->word, memory_order_relaxed) == blocked &&
+		    !early_wakeup(s, blocked, &p)) {
+			exact = true;
+			continue;
 		}
 		if (!vsched__mode_still(s, blocked)) {
 			vsched__mode_woken(s);
@@ -186,11 +294,12 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 {
 	const struct vsched_host_ops *ops = &s->vm->ops;
 	/* The timerfd has no slack, but the wakeup has a latency: arm it
-	 * early by the learnt margin and spin for the rest (as sleep_futex). */
-	uint64_t kd = vsched__kernel_deadline(ops, deadline);
-	uint64_t early = early_for(s, kd, s->fd_margin_ns);
+	 * early by the learnt lateness and spin for the rest (as
+	 * sleep_futex). */
+	struct plan p;
 
-	timer_at(s, early);
+	plan_sleep(s, &p, vsched__kernel_deadline(ops, deadline), LATE_EPOLL, false);
+	timer_at(s, p.asked);
 	for (;;) {
 		bool timer = false, bell = false;
 		/* Room for every registered fd: all ready ones are reported. */
@@ -211,13 +320,17 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 			return n;
 		}
 		sort_events(s, n, res, &timer, &bell);
-		if (timer && early != kd && !res->nready_total && !bell &&
+		if (timer && p.late && !res->nready_total && !bell &&
 		    atomic_load_explicit(s->word, memory_order_relaxed) == blocked) {
-			uint64_t woke = vsched__clock_now(NULL);
-			learn_margin(&s->fd_margin_ns, woke > early ? woke - early : 0);
-			finish_on_time(s, blocked, kd);
-			/* The fds once more, as the sleep would have seen them. */
-			if (s->nlook &&
+			if (!early_wakeup(s, blocked, &p)) {
+				/* Too early to spin: sleep again, to kd. */
+				plan_sleep(s, &p, p.kd, LATE_EPOLL, true);
+				timer_at(s, p.asked);
+				continue;
+			}
+			/* The fds once more, as the sleep would have seen them
+			 * (unless the timeout asked for was the deadline). */
+			if (s->nlook && p.asked != p.kd &&
 			    atomic_load_explicit(s->word, memory_order_relaxed) == blocked)
 				vsched__collect_ready(s, res);
 		}
@@ -245,9 +358,9 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 		/* A stale eventfd count, or the timerfd expired before an
 		 * injected clock reached the deadline: convert it again. */
 		if (timer) {
-			kd = vsched__kernel_deadline(ops, deadline);
-			early = early_for(s, kd, s->fd_margin_ns);
-			timer_at(s, early);
+			plan_sleep(s, &p, vsched__kernel_deadline(ops, deadline),
+				   LATE_EPOLL, false);
+			timer_at(s, p.asked);
 		}
 		vsched__count(&s->hs.spurious);
 	}
@@ -271,17 +384,11 @@ uint64_t vsched__learn_wake_cost(struct vsched__sleeper *s, uint64_t start)
 	return now - stamp;
 }
 
-/* A sampled sleep that a waker ended: its thread's CPU since `cpu0`, if
- * the wake came before any on-time spin could have started (MARGIN_MAX
- * before the sleep's deadline `eff`). */
-void vsched__learn_sleep_cpu(struct vsched__sleeper *s, uint64_t cpu0, uint64_t eff)
+void vsched__learn_sleep_cpu(struct vsched__sleeper *s)
 {
-	const struct vsched_host_ops *ops = &s->vm->ops;
-	uint64_t c1;
+	uint64_t c1 = vsched__thread_cpu_ns();
 
-	if (eff != VSCHED_DEADLINE_NONE && ops->now_ns(ops->ctx) + MARGIN_MAX >= eff)
-		return;
-	c1 = vsched__thread_cpu_ns();
-	if (c1 > cpu0)
-		s->sleep_cpu_ns += (int64_t)(c1 - cpu0 - s->sleep_cpu_ns) / 8;
+	if (c1 > s->cpu0)
+		s->sleep_cpu_ns += (int64_t)(c1 - s->cpu0 - s->sleep_cpu_ns) / 8;
+	s->cpu0 = 0;
 }

@@ -201,8 +201,6 @@ void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
 	s->vm = vm;
 	s->word = word;
 	s->os = (struct vsched__os_set)VSCHED__OS_SET_INIT;
-	s->wake_margin_ns = MARGIN_START;
-	s->fd_margin_ns = MARGIN_START_FD;
 	s->tfd_at = TFD_UNKNOWN;
 	s->sleep_cpu_ns = VSCHED_POLL_SLEEP_CPU_NS;
 	s->wake_cost_ns = VSCHED_POLL_WAKE_COST_NS;

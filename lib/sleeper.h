@@ -18,19 +18,32 @@
 #define FIRST_SLOTS 8 /* the fd tables grow from this, doubling */
 #define TFD_UNKNOWN (VSCHED_DEADLINE_NONE - 1) /* fired or never set */
 
-/* Timed sleeps' margins (lib/sleep.c): the futex's starts at Linux's
- * default 50 us timer slack plus a wakeup, the timerfd's at a wakeup. */
-#define MARGIN_START 60000
-#define MARGIN_START_FD 10000
-#define MARGIN_MAX 100000
+/* Timed sleeps (lib/sleep.c): the kernel's lateness, learnt per mechanism
+ * and class of length asked for, starts at LATE_START (the futex: Linux's
+ * default 50 us timer slack plus a wakeup) or LATE_START_EPOLL (the
+ * timerfd: a wakeup) until a first sample, and samples are capped at
+ * LATE_MAX (the use of a larger slack: a thread that has one sleeps that
+ * much later rather than spin for it). A sleep asks to be woken early by
+ * it less OVERSHOOT_NS (or less the samples' scatter, if larger) and spins
+ * for the rest: the median wakeup then comes about OVERSHOOT_NS after the
+ * deadline and seldom spins. spin_pct 100 aims at the deadline itself,
+ * MARGIN_PAD before the estimate. */
+#define LATE_FUTEX 0
+#define LATE_EPOLL 1
+#define LATE_START 60000
+#define LATE_START_EPOLL 10000
+#define LATE_MAX 200000
+#define OVERSHOOT_NS 4000
+#define MARGIN_PAD 2000
 
-/* The CPU a sleep costs its thread, for the ADAPTIVE policy when its
- * sleep_cpu_ns is 0: thread CPU time read around one sleep in SLEEP_SAMPLE
- * of the first SLEEP_SAMPLE_EARLY sleeps, then one in SLEEP_SAMPLE_LATE
- * (two clock_gettime syscalls of ~2 us each: at 1 in 8 they were 0.45 us
- * a sleep, a sixth of what the sleep itself costs), only for a sleep that
- * a waker ended before any on-time spin could start, learnt as an EWMA
- * (1/8). */
+/* The CPU a sleep costs its thread, when the params' sleep_cpu_ns is 0
+ * (the ADAPTIVE policy's price of a sleep; every policy's limit of a short
+ * wait, block.c's short_wait()): thread CPU time read at the arm of one
+ * sleep in SLEEP_SAMPLE of the first SLEEP_SAMPLE_EARLY sleeps, then one
+ * in SLEEP_SAMPLE_LATE (two clock_gettime syscalls of ~2 us each: at 1 in
+ * 8 they were 0.45 us a sleep, a sixth of what the sleep itself costs),
+ * and again when a waker or the early timeout of a timed sleep ended it
+ * (before any on-time spin), learnt as an EWMA (1/8). */
 #define SLEEP_SAMPLE 8
 #define SLEEP_SAMPLE_EARLY 64
 #define SLEEP_SAMPLE_LATE 128
@@ -110,10 +123,18 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
  * Returns the sample, or 0 for none. */
 #define WAKE_COST_MAX 1000000
 uint64_t vsched__learn_wake_cost(struct vsched__sleeper *s, uint64_t start);
-/* A sampled sleep (`cpu0`: the thread's CPU before it) that a waker ended
- * before its deadline `eff`: learn its CPU. */
-void vsched__learn_sleep_cpu(struct vsched__sleeper *s, uint64_t cpu0,
-			     uint64_t eff);
+/* The sleep sampled at its arm (s->cpu0: the thread's CPU then) ended
+ * before any on-time spin (a waker, or the timer of an early wakeup):
+ * learn its CPU as an EWMA (1/8) and end the sample. */
+void vsched__learn_sleep_cpu(struct vsched__sleeper *s);
+/* lib/sleep.c: the lateness, plus a margin, that a timed sleep of `left`
+ * ns is planned with. Owner thread. */
+uint64_t vsched__late_for(const struct vsched__sleeper *s, uint64_t left);
+/* The CPU one sleep costs this sleeper's thread: the params' or measured. */
+static inline uint64_t vsched__sleep_cost(const struct vsched__sleeper *s)
+{
+	return s->params.sleep_cpu_ns ? s->params.sleep_cpu_ns : s->sleep_cpu_ns;
+}
 
 /* lib/fds.c: the result's fd tags, the user slots, and a check of the fds
  * without sleeping (one epoll_pwait(0); counted by vsched__fd_check()).

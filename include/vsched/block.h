@@ -107,14 +107,20 @@ struct vsched_block_result {
  * halt_poll_fd_checks statistic), and once more before a deadline that ends
  * inside the window is reported.
  *
- * The default futex sleep is as precise as the epoll one (whose timerfd
- * has no timer slack): it asks the kernel for the deadline minus the
- * lateness its earlier timed sleeps measured (the thread's timer slack plus
- * a wakeup; it starts at 60 us and is capped at 100 us) and spins on its
- * word for the rest. The slack is measured, never read (no prctl) and never
- * changed. Only the timeout the sleep asked for ends in that spin: a
- * spurious futex return sleeps again (counted in spurious_wakeups), a
- * signal returns VSCHED_WAKE_SIGNAL and an error returns at once.
+ * Timed waits end about on time at the CPU of the sleep they replace
+ * (the poll params' spin_pct, <vsched/poll.h>). A deadline nearer than one
+ * sleep's CPU (the measured sleep_cpu_ns) is polled to, not slept to: a
+ * poll attempted, never won. A farther one sleeps: the sleep asks the
+ * kernel to wake it early by the lateness its earlier sleeps of that
+ * length measured (on the futex the thread's timer slack plus a wakeup, on
+ * the timerfd a wakeup; a running median, less 4 us) and spins on its
+ * word for the rest, so that its median wakeup comes about 4 us after the
+ * deadline and the spin is short. A deadline nearer than the kernel can
+ * wake is slept to as it is (late), unless spin_pct is 100. The slack is
+ * measured, never read (no prctl) and never changed. Only the timeout the
+ * sleep asked for ends in that spin: a spurious futex return sleeps again
+ * (counted in spurious_wakeups), a signal returns VSCHED_WAKE_SIGNAL and
+ * an error returns at once.
  *
  * The VM's clock is its `now_ns`. With an injected `now_ns`, the kernel
  * timers vsched sleeps on itself (the default futex wait and, with fds, the

@@ -125,21 +125,29 @@ struct vsched_poll_params {
 	 */
 	unsigned decay_shift;
 	/**
-	 * ADAPTIVE: CPU one sleep costs the sleeping thread (its futex or
-	 * epoll round trip, being scheduled out and back in) beyond a polled
-	 * wakeup. 0 (the default): the block engine measures it per sleeper
-	 * (thread CPU time across its sleeps, one in eight) and a replay
+	 * CPU one sleep costs the sleeping thread (its futex or epoll round
+	 * trip, being scheduled out and back in) beyond a polled wakeup: the
+	 * ADAPTIVE policy prices sleeps with it, and every policy polls to a
+	 * deadline nearer than it (spin_pct). 0 (the default): the block
+	 * engine measures it per sleeper (thread CPU time across a sample of
+	 * its sleeps, up to the wake or the early timeout) and a replay
 	 * without the engine takes VSCHED_POLL_SLEEP_CPU_NS. Added in 0.3.
 	 */
 	uint64_t sleep_cpu_ns;
 	/**
-	 * Every policy: the most of a timed sleep that may be spent spinning
-	 * to end it on time, in percent of the time left when it starts
-	 * (block.h: a timed sleep asks the kernel to wake it early by its
-	 * learnt lateness and spins for the rest). Default 25; 100: on time
-	 * whatever it costs; 0: never spin (late by the thread's timer slack
-	 * and the wakeup). A struct whose size ends before it gets the default.
-	 * Added in 0.3.
+	 * Every policy: how a timed wait ends on time (block.h). A timed
+	 * sleep asks the kernel to wake it early by the lateness its earlier
+	 * sleeps measured and spins for the rest: spin_pct is the most of the
+	 * time left that such a spin may take (a wakeup earlier than that
+	 * sleeps again, to the deadline). Default 25: a wakeup about 4 us
+	 * after the deadline (later on a host whose wakeups scatter) for a
+	 * spin of a few microseconds on the sleep it replaces. 100: on time whatever it costs
+	 * (the early wakeup aims before the deadline, and a deadline nearer
+	 * than the kernel can wake is polled to). 0: never spin (late by the
+	 * thread's timer slack and the wakeup). With any value but 0 a wait
+	 * whose deadline is nearer than one sleep's CPU (sleep_cpu_ns) polls
+	 * to it instead of sleeping. A struct whose size ends before it gets
+	 * the default. Added in 0.3.
 	 */
 	unsigned spin_pct;
 	/**
