@@ -344,11 +344,12 @@ choose_window(const struct target_ops *op, const struct target *t,
 static inline bool short_wait(const struct vsched__sleeper *s, uint64_t t0,
 			      uint64_t eff)
 {
-	uint64_t c = vsched__sleep_cost(s), left = eff - t0;
+	uint64_t c, left = eff - t0;
 
 	if (!s->params.spin_pct || eff == VSCHED_DEADLINE_NONE || eff <= t0 ||
 	    s->vm->ops.now_ns != vsched__clock_now)
 		return false;
+	c = vsched__sleep_cost(s);
 	return left <= c + c / 16 ||
 	       (s->params.spin_pct == 100 && left <= vsched__late_for(s, left));
 }

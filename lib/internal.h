@@ -30,14 +30,16 @@ static inline void vsched__trace_post(struct vsched_vcpu *v, unsigned kind);
 #define VSCHED__ALIGNED __attribute__((aligned(VSCHED__CACHELINE)))
 #define VSCHED__LIKELY(x) __builtin_expect(!!(x), 1)
 #define VSCHED__UNLIKELY(x) __builtin_expect(!!(x), 0)
-/* Classes of a timed sleep's length whose lateness is learnt apart
+/* Classes of a timed sleep's time left whose lateness is learnt apart
  * (lib/sleep.c): below 8 us, then doublings up to 1 ms and beyond. */
 #define VSCHED__LATE_CLASSES 9
-/* How late the kernel wakes a timed sleep (lib/sleep.c): a running median
- * (ns, 0: none yet), the last step and its direction, and the mean
- * distance of the samples from the median. */
+/* Timed sleeps of one mechanism and class of time left (lib/sleep.c): how
+ * late the kernel wakes them, a running median (ns, 0: none yet) with its
+ * last step and direction; how far short of it they aim (ns) and the mean
+ * spin that left (ns a sleep); the thread CPU of the early ones (ns, 0:
+ * none sampled). */
 struct vsched__late {
-	uint32_t est, step, dev;
+	uint32_t est, step, keep, spin, cpu;
 	bool up;
 };
 
@@ -139,7 +141,9 @@ struct vsched__sleeper {
 	struct vsched__late late[2][VSCHED__LATE_CLASSES];
 	uint64_t cpu0;              /* a sampled sleep's thread CPU at its arm, or 0 */
 	uint64_t tfd_at;            /* the timerfd's expiry as last set */
-	uint64_t sleep_cpu_ns;      /* measured CPU of a woken sleep (EWMA) */
+	uint64_t sleep_cpu_ns;      /* measured CPU of a sleep (EWMA) */
+	bool sleep_cpu_seen;        /* sleep_cpu_ns is measured, not the start */
+	bool probe_plain;           /* the last sampled timed sleep was plain */
 	uint64_t wake_cost_ns;      /* measured latency of a woken sleep (EWMA) */
 	unsigned sleeps;            /* sleeps armed: vsched__sleep_sampled() */
 	/* Host contention (lib/sleeper.h, CONTEND_*), as params.contention

@@ -18,17 +18,21 @@
  * what it took beyond the time asked for, which on the futex includes the
  * thread's timer slack (so no prctl is needed to read it) and on the
  * timerfd only the wakeup latency. It is learnt per mechanism and per class
- * of the length asked for (late_class(): on a nested host a 10 us timerfd
- * wakes 60 us late, a 20 us one 43 us), as a running median with the mean
- * distance of the samples from it (learn_late()). The sleep asks to be
- * woken that median, less OVERSHOOT_NS or that distance, early
- * (early_by()): about half of its wakeups come after the deadline, by
- * about that much, and those that come before it spin for the rest, which
- * the median keeps short. A deadline too near for that (the kernel would
- * not wake it on time however early it asked) is slept to as it is: late,
- * at a sleep's CPU (spin_pct 100 polls to it instead: block.c's
- * short_wait()). Only a timeout the sleep asked for is learnt and finished
- * on the CPU; a spurious return, a signal or an error never is. */
+ * of time left (late_class(): a sleep of 50 us and one of 1 ms wake
+ * differently late), as a running median (learn_late()). The sleep asks to
+ * be woken that median less OVERSHOOT_NS early (early_by()): about half of
+ * its wakeups come after the deadline, by about that much, and those that
+ * come before it spin for the rest. The spins may cost a sixteenth of a
+ * sleep's CPU on average; where wakeups scatter more than that buys, the
+ * sleeps aim later (`keep`). Two sleeps are plain, to the deadline, late:
+ * one whose deadline the kernel cannot make however early it is asked,
+ * and one of a class whose early sleeps cost more CPU than a plain sleep
+ * (on a nested host, a 10 us timerfd sleep costs 60 us of CPU and wakes
+ * 60 us late, a 50 us one 25 us and 43 us), which sampled sleeps measure
+ * in turn. spin_pct 100 aims before the deadline and polls to one it
+ * cannot make (block.c's short_wait()). Only a timeout the sleep asked for
+ * is learnt and finished on the CPU; a spurious return, a signal or an
+ * error never is. */
 static unsigned late_class(uint64_t len)
 {
 	uint64_t r = len >> 13; /* 8 us */
@@ -47,36 +51,30 @@ struct plan {
 	struct vsched__late *late; /* the estimate it learns, NULL: none */
 };
 
-/* How early to ask, for a class's lateness `l` (`start` when unseen):
- * its median less OVERSHOOT_NS, or less the samples' mean distance from
- * the median where that is larger (a host whose wakeups scatter: the
- * sleep then ends later, and its spin stays as short). spin_pct 100: on
- * time, whatever it spins. */
+/* How early to ask, for a class's lateness `l` (`start` when unseen): its
+ * median less `keep` (learn_late(): OVERSHOOT_NS, more while the spins
+ * cost more than their share). spin_pct 100: on time, whatever it spins. */
 static uint64_t early_by(unsigned pct, const struct vsched__late *l,
 			 uint32_t start)
 {
 	uint64_t est = l->est ? l->est : start;
-	uint64_t keep = l->dev > OVERSHOOT_NS ? l->dev : OVERSHOOT_NS;
+	uint64_t keep = l->keep > OVERSHOOT_NS ? l->keep : OVERSHOOT_NS;
 
 	if (pct == 100)
 		return est + MARGIN_PAD;
 	return est > keep ? est - keep : 0;
 }
 
-/* Plan a sleep due at `kd`: the length that, with its class's lateness,
- * wakes it OVERSHOOT_NS past kd (spin_pct 100: MARGIN_PAD before), looked
- * up twice (the class of the time left, then that of the length it gives).
- * An early wakeup spins for at most spin_pct of the time left; one that
- * comes earlier sleeps again, to kd itself (rare: far earlier than the
- * sleeps of its class wake). spin_pct 0 or `exact`: ask for kd. */
+/* Plan a sleep due at `kd`: early by its class's lateness (of the time
+ * left) less the class's `keep` (spin_pct 100: plus MARGIN_PAD, to end on
+ * time). An early wakeup spins for at most spin_pct of the time left; one
+ * that comes earlier sleeps again, to kd itself (rare: far earlier than
+ * the sleeps of its class wake). spin_pct 0 or `exact`: ask for kd. */
 static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 		       unsigned mech, bool exact)
 {
 	const unsigned pct = s->params.spin_pct;
-	const uint32_t start = mech == LATE_FUTEX ? LATE_START : LATE_START_EPOLL;
-	struct vsched__late *late = s->late[mech];
-	uint64_t left, by, len;
-	unsigned c;
+	uint64_t left, by;
 
 	p->kd = p->asked = kd;
 	p->late = NULL;
@@ -85,23 +83,26 @@ static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 	p->from = vsched__clock_now(NULL);
 	left = kd > p->from ? kd - p->from : 0;
 	p->spin = left / 100 * pct;
-	c = late_class(left);
-	by = early_by(pct, &late[c], start);
-	if (by >= left) /* no time to sleep on time: sleep late */
-		goto late;
-	len = left - by;
-	if (late[late_class(len)].est) {
-		c = late_class(len);
-		by = early_by(pct, &late[c], start);
-		if (by >= left)
-			goto late;
-		len = left - by;
+	p->late = &s->late[mech][late_class(left)];
+	by = early_by(pct, p->late, mech == LATE_FUTEX ? LATE_START : LATE_START_EPOLL);
+	/* No time to sleep on time (the kernel wakes later than the time
+	 * left): sleep late, to kd. Nor where this class's early sleeps
+	 * cost more CPU than a sleep does, give or take a sixteenth (a
+	 * nested host's short timers). A sampled sleep measures the one and
+	 * the other in turn: a plain one (late), then an early one. */
+	if (by >= left)
+		return;
+	if (pct != 100) {
+		bool dear = p->late->cpu && p->late->cpu > vsched__sleep_cost(s) * 17 / 16;
+
+		if (s->cpu0 && !s->params.sleep_cpu_ns) {
+			s->probe_plain = !s->probe_plain;
+			dear = s->probe_plain;
+		}
+		if (dear)
+			return;
 	}
-	p->asked = p->from + len;
-	p->late = &late[late_class(len)];
-	return;
-late:
-	p->late = &late[late_class(left)];
+	p->asked = kd - by;
 }
 
 /* The lateness a sleep of `left` ns would be planned with, as the next
@@ -115,27 +116,46 @@ uint64_t vsched__late_for(const struct vsched__sleeper *s, uint64_t left)
 	return (l->est ? l->est : ep ? LATE_START_EPOLL : LATE_START) + MARGIN_PAD;
 }
 
-/* One lateness sample: the running median moves toward it by a step that
- * doubles while the samples stay on one side (a new class, a host that got
- * busier: it is there in a few sleeps) and falls back to LATE_STEP when
- * they cross (a steady host: it dithers about the median by that much), up
- * to a quarter of the estimate (a millisecond outlier moves it by that at
- * most, once). The first sample is taken as it is. */
+/* One sample: the sleep woke `late` ns after the time it asked for and
+ * has `spin` ns left to spin; a sleep costs `cost` ns of CPU. The running
+ * median moves toward the lateness by a step that doubles while the
+ * samples stay on one side (a new class, a host that got busier: it is
+ * there in a few sleeps) and falls back to LATE_STEP when they cross (a
+ * steady host: it dithers about the median by that much), up to a quarter
+ * of the estimate (a millisecond outlier moves it by that at most, once).
+ * The first sample is taken as it is. The spins are kept to SPIN_SHARE of
+ * a sleep's CPU on average: while their mean (an EWMA, 1/8) is above it,
+ * the sleep aims further short of the median (`keep` grows by an eighth
+ * and a step), and back toward OVERSHOOT_NS by a step at a time while it
+ * is below: where wakeups scatter widely below their median (a futex
+ * timer that the slack lets fire early), the sleeps end later rather than
+ * spin for it. */
 #define LATE_STEP 1000
-static void learn_late(struct vsched__late *l, uint32_t late)
+#define SPIN_SHARE 16 /* 1/16 */
+static void learn_late(struct vsched__late *l, uint32_t late, uint64_t spin,
+		       uint64_t cost)
 {
 	bool up = late > l->est;
 	uint32_t mag = l->step, lim = l->est / 4 + LATE_STEP, d;
 
+	if (spin > LATE_MAX)
+		spin = LATE_MAX;
+	l->spin = (uint32_t)((int64_t)l->spin + ((int64_t)spin - (int64_t)l->spin) / 8);
+	if (l->spin > cost / SPIN_SHARE) {
+		if (l->keep < LATE_MAX)
+			l->keep += LATE_STEP;
+	} else if (l->keep > OVERSHOOT_NS) {
+		l->keep -= l->keep - OVERSHOOT_NS < LATE_STEP ? l->keep - OVERSHOOT_NS
+							    : LATE_STEP;
+	}
 	if (!l->est) {
 		l->est = late ? late : 1;
 		l->step = LATE_STEP;
 		l->up = false;
 		return;
 	}
-	d = up ? late - l->est : l->est - late;
-	l->dev = (uint32_t)((int64_t)l->dev + ((int64_t)d - (int64_t)l->dev) / 8);
 	mag = up == l->up ? (2 * mag < lim ? 2 * mag : lim) : LATE_STEP;
+	d = up ? late - l->est : l->est - late;
 	if (d > mag)
 		d = mag;
 	l->est = up ? l->est + d : (l->est - d ? l->est - d : 1);
@@ -155,10 +175,25 @@ static bool early_wakeup(struct vsched__sleeper *s, uint32_t blocked,
 	uint64_t at = p->asked > p->from ? p->asked : p->from;
 	uint64_t late = woke > at ? woke - at : 0;
 
-	if (s->cpu0)
+	uint64_t spin = woke < p->kd ? p->kd - woke : 0;
+	uint64_t cost;
+
+	/* A sampled sleep's CPU: an early one is its class's (first sample,
+	 * then 1/8), a plain one the sleeper's. */
+	if (s->cpu0 && p->asked != p->kd) {
+		uint64_t c = vsched__sample_cpu(s);
+		int64_t e = p->late->cpu, v = (int64_t)(c < LATE_MAX ? c : LATE_MAX);
+
+		if (c)
+			p->late->cpu = (uint32_t)(e ? e + (v - e) / 8 : v);
+	} else if (s->cpu0) {
 		vsched__learn_sleep_cpu(s);
-	learn_late(p->late, late < LATE_MAX ? (uint32_t)late : LATE_MAX);
-	if (woke < p->kd && p->kd - woke > p->spin)
+	}
+	cost = p->late->cpu ? p->late->cpu : vsched__sleep_cost(s);
+	/* A wakeup too early to spin costs a second sleep instead. */
+	learn_late(p->late, late < LATE_MAX ? (uint32_t)late : LATE_MAX,
+		   spin <= p->spin ? spin : cost, cost);
+	if (spin > p->spin)
 		return false;
 	while (atomic_load_explicit(s->word, memory_order_relaxed) == blocked &&
 	       vsched__clock_now(NULL) < p->kd)
@@ -384,11 +419,23 @@ uint64_t vsched__learn_wake_cost(struct vsched__sleeper *s, uint64_t start)
 	return now - stamp;
 }
 
+uint64_t vsched__sample_cpu(struct vsched__sleeper *s)
+{
+	uint64_t c1 = vsched__thread_cpu_ns(), c = c1 > s->cpu0 ? c1 - s->cpu0 : 0;
+
+	s->cpu0 = 0;
+	return c;
+}
+
 void vsched__learn_sleep_cpu(struct vsched__sleeper *s)
 {
-	uint64_t c1 = vsched__thread_cpu_ns();
+	uint64_t c = vsched__sample_cpu(s);
 
-	if (c1 > s->cpu0)
-		s->sleep_cpu_ns += (int64_t)(c1 - s->cpu0 - s->sleep_cpu_ns) / 8;
-	s->cpu0 = 0;
+	if (!c)
+		return;
+	if (!s->sleep_cpu_seen)
+		s->sleep_cpu_ns = c;
+	else
+		s->sleep_cpu_ns += (int64_t)(c - s->sleep_cpu_ns) / 8;
+	s->sleep_cpu_seen = true;
 }

@@ -19,15 +19,15 @@
 #define TFD_UNKNOWN (VSCHED_DEADLINE_NONE - 1) /* fired or never set */
 
 /* Timed sleeps (lib/sleep.c): the kernel's lateness, learnt per mechanism
- * and class of length asked for, starts at LATE_START (the futex: Linux's
+ * and class of time left, starts at LATE_START (the futex: Linux's
  * default 50 us timer slack plus a wakeup) or LATE_START_EPOLL (the
  * timerfd: a wakeup) until a first sample, and samples are capped at
  * LATE_MAX (the use of a larger slack: a thread that has one sleeps that
  * much later rather than spin for it). A sleep asks to be woken early by
- * it less OVERSHOOT_NS (or less the samples' scatter, if larger) and spins
- * for the rest: the median wakeup then comes about OVERSHOOT_NS after the
- * deadline and seldom spins. spin_pct 100 aims at the deadline itself,
- * MARGIN_PAD before the estimate. */
+ * it less OVERSHOOT_NS (more where the spins would cost over a sixteenth
+ * of a sleep) and spins for the rest: the median wakeup then comes about
+ * OVERSHOOT_NS after the deadline. spin_pct 100 aims at the deadline
+ * itself, MARGIN_PAD before the estimate. */
 #define LATE_FUTEX 0
 #define LATE_EPOLL 1
 #define LATE_START 60000
@@ -42,8 +42,9 @@
  * sleep in SLEEP_SAMPLE of the first SLEEP_SAMPLE_EARLY sleeps, then one
  * in SLEEP_SAMPLE_LATE (two clock_gettime syscalls of ~2 us each: at 1 in
  * 8 they were 0.45 us a sleep, a sixth of what the sleep itself costs),
- * and again when a waker or the early timeout of a timed sleep ended it
- * (before any on-time spin), learnt as an EWMA (1/8). */
+ * and again when it ended before any on-time spin: a waker's wake or a
+ * plain timed sleep's timeout teach the sleeper's cost (the first sample,
+ * then an EWMA, 1/8), an early timed sleep's its class's (lib/sleep.c). */
 #define SLEEP_SAMPLE 8
 #define SLEEP_SAMPLE_EARLY 64
 #define SLEEP_SAMPLE_LATE 128
@@ -123,9 +124,13 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
  * Returns the sample, or 0 for none. */
 #define WAKE_COST_MAX 1000000
 uint64_t vsched__learn_wake_cost(struct vsched__sleeper *s, uint64_t start);
-/* The sleep sampled at its arm (s->cpu0: the thread's CPU then) ended
- * before any on-time spin (a waker, or the timer of an early wakeup):
- * learn its CPU as an EWMA (1/8) and end the sample. */
+/* lib/sleep.c: the CPU of the sleep sampled at its arm (s->cpu0: the
+ * thread's CPU then), ending the sample (0: none). */
+uint64_t vsched__sample_cpu(struct vsched__sleeper *s);
+/* The same, for a sleep that ended before any on-time spin and did not
+ * ask to be woken early (a waker's wake, a timed sleep to its deadline):
+ * the sleeper's cost of a sleep learns it (the first sample, then an
+ * EWMA, 1/8). An early timed sleep's goes to its class (lib/sleep.c). */
 void vsched__learn_sleep_cpu(struct vsched__sleeper *s);
 /* lib/sleep.c: the lateness, plus a margin, that a timed sleep of `left`
  * ns is planned with. Owner thread. */

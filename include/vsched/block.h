@@ -115,8 +115,9 @@ struct vsched_block_result {
  * length measured (on the futex the thread's timer slack plus a wakeup, on
  * the timerfd a wakeup; a running median, less 4 us) and spins on its
  * word for the rest, so that its median wakeup comes about 4 us after the
- * deadline and the spin is short. A deadline nearer than the kernel can
- * wake is slept to as it is (late), unless spin_pct is 100. The slack is
+ * deadline; where the spins would cost over a sixteenth of a sleep's CPU
+ * on average, it aims later. A deadline nearer than the kernel can wake is
+ * slept to as it is (late), unless spin_pct is 100. The slack is
  * measured, never read (no prctl) and never changed. Only the timeout the
  * sleep asked for ends in that spin: a spurious futex return sleeps again
  * (counted in spurious_wakeups), a signal returns VSCHED_WAKE_SIGNAL and

@@ -139,9 +139,10 @@ struct vsched_poll_params {
 	 * sleep asks the kernel to wake it early by the lateness its earlier
 	 * sleeps measured and spins for the rest: spin_pct is the most of the
 	 * time left that such a spin may take (a wakeup earlier than that
-	 * sleeps again, to the deadline). Default 25: a wakeup about 4 us
-	 * after the deadline (later on a host whose wakeups scatter) for a
-	 * spin of a few microseconds on the sleep it replaces. 100: on time whatever it costs
+	 * sleeps again, to the deadline). Default 25: the median wakeup
+	 * about 4 us after the deadline, with spins that cost at most a
+	 * sixteenth of a sleep's CPU on average (later where wakeups scatter
+	 * more than that buys). 100: on time whatever it costs
 	 * (the early wakeup aims before the deadline, and a deadline nearer
 	 * than the kernel can wake is polled to). 0: never spin (late by the
 	 * thread's timer slack and the wakeup). With any value but 0 a wait
