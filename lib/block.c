@@ -500,10 +500,10 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 	runnable_leave(s);
 	hl->sleep_start = ops->now_ns(ops->ctx);
 	hl->waited = true;
-	/* Only when not given: the ADAPTIVE policy prices sleeps with it,
-	 * and every policy's timed waits spin rather than sleep for less
-	 * (poll_window()). Learnt by a waker's wake below or by the timer of
-	 * an early wakeup (lib/sleep.c), before any on-time spin. */
+	/* The sleep's CPU, sampled, when not given: the ADAPTIVE policy
+	 * prices sleeps with it, and every policy polls to a deadline nearer
+	 * than it (short_wait()). Learnt at a waker's wake below or at a
+	 * timed sleep's timeout (lib/sleep.c), before any on-time spin. */
 	s->cpu0 = 0;
 	if (!s->params.sleep_cpu_ns && vsched__sleep_sampled(++s->sleeps))
 		s->cpu0 = vsched__thread_cpu_ns();
