@@ -338,20 +338,33 @@ choose_window(const struct target_ops *op, const struct target *t,
  * late as the kernel wakes it, so the halt polls to it. So does one that
  * the kernel could not wake on time (vsched__late_for()) when spin_pct is
  * 100, on time whatever it costs. That is not a poll the policy chose:
- * its window stays the policy's, and the deadline reached is no win
- * (account()). Only on the VM's default clock, which is real time, and
- * not with spin_pct 0 (never spin). */
-static inline bool short_wait(const struct vsched__sleeper *s, uint64_t t0,
+ * its window stays the policy's, and the caller's deadline reached is no
+ * win (account(); a guest timer that expires meanwhile is, as in any
+ * window). Decided once, at the halt's start. Not with spin_pct 0 (never
+ * spin), on an injected clock (it may not be real time) or a custom wait
+ * (a simulator's); and a short wait that the sleep-CPU sample picks
+ * sleeps (but with spin_pct 100), so that the cost it is judged by is
+ * measured again. */
+static inline bool short_wait(struct vsched__sleeper *s, uint64_t t0,
 			      uint64_t eff)
 {
+	const struct vsched_host_ops *ops = &s->vm->ops;
 	uint64_t c, left = eff - t0;
 
 	if (!s->params.spin_pct || eff == VSCHED_DEADLINE_NONE || eff <= t0 ||
-	    s->vm->ops.now_ns != vsched__clock_now)
+	    ops->now_ns != vsched__clock_now ||
+	    (ops->wait != vsched__futex_wait &&
+	     !atomic_load_explicit(&s->use_evfd, memory_order_relaxed)))
 		return false;
 	c = vsched__sleep_cost(s);
-	return left <= c + c / 16 ||
-	       (s->params.spin_pct == 100 && left <= vsched__late_for(s, left));
+	if (left > c + c / 16 &&
+	    !(s->params.spin_pct == 100 && left <= vsched__late_for(s, left)))
+		return false;
+	if (s->params.spin_pct != 100 && !s->params.sleep_cpu_ns &&
+	    vsched__sleep_sampled(s->sleeps + 1))
+		return false; /* arm_and_sleep() counts and samples it */
+	s->sleeps++;
+	return true;
 }
 
 /* Poll for the policy's window (unless vetoed), up to `eff`, the sleep's
@@ -550,6 +563,8 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 					 : VSCHED_WAKE_DEADLINE;
 			break;
 		}
+		/* The CPU sample was of one sleep: not of this round too. */
+		s->cpu0 = 0;
 		reason = vsched__arm(s, blocked);
 		if (reason)
 			break;

@@ -33,14 +33,20 @@ static inline void vsched__trace_post(struct vsched_vcpu *v, unsigned kind);
 /* Classes of a timed sleep's time left whose lateness is learnt apart
  * (lib/sleep.c): below 8 us, then doublings up to 1 ms and beyond. */
 #define VSCHED__LATE_CLASSES 9
-/* Timed sleeps of one mechanism and class of time left (lib/sleep.c): how
- * late the kernel wakes them, a running median (ns, 0: none yet) with its
- * last step and direction; how far short of it they aim (ns) and the mean
- * spin that left (ns a sleep); the thread CPU of the early ones (ns, 0:
- * none sampled). */
-struct vsched__late {
-	uint32_t est, step, keep, spin, cpu;
+/* A running median (lib/sleep.c, vsched__median_add()): ns (0: no sample
+ * yet), its last step and that step's direction. */
+struct vsched__median {
+	uint32_t est, step;
 	bool up;
+};
+/* Timed sleeps of one mechanism and class of time left (lib/sleep.c): how
+ * late the kernel wakes them; the thread CPU of the early ones and of the
+ * plain ones; how far short of the lateness they aim (ns) and the mean
+ * spin that left (ns a sleep); which kind the next sampled one is. */
+struct vsched__late {
+	struct vsched__median late, cpu_early, cpu_plain;
+	uint32_t keep, spin;
+	bool probe_plain;
 };
 
 /* A request flag's rules, in one place: every flag a kind may declare is
@@ -141,11 +147,10 @@ struct vsched__sleeper {
 	struct vsched__late late[2][VSCHED__LATE_CLASSES];
 	uint64_t cpu0;              /* a sampled sleep's thread CPU at its arm, or 0 */
 	uint64_t tfd_at;            /* the timerfd's expiry as last set */
-	uint64_t sleep_cpu_ns;      /* measured CPU of a sleep (EWMA) */
-	bool sleep_cpu_seen;        /* sleep_cpu_ns is measured, not the start */
-	bool probe_plain;           /* the last sampled timed sleep was plain */
+	uint64_t sleep_cpu_ns;      /* CPU of a sleep: cpu_med's, or the start */
+	struct vsched__median cpu_med; /* measured CPU of a sleep */
 	uint64_t wake_cost_ns;      /* measured latency of a woken sleep (EWMA) */
-	unsigned sleeps;            /* sleeps armed: vsched__sleep_sampled() */
+	unsigned sleeps;            /* sleeps armed and short waits: sampled */
 	/* Host contention (lib/sleeper.h, CONTEND_*), as params.contention
 	 * asks: the preemption back-off (no polling until `until`, VM clock;
 	 * its length); the runnable-count sampler (`fd`: the process's

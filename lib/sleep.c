@@ -52,12 +52,13 @@ struct plan {
 };
 
 /* How early to ask, for a class's lateness `l` (`start` when unseen): its
- * median less `keep` (learn_late(): OVERSHOOT_NS, more while the spins
- * cost more than their share). spin_pct 100: on time, whatever it spins. */
+ * median less `keep` (at least OVERSHOOT_NS; more while the spins cost
+ * more than their share, learn_late()). spin_pct 100: on time, whatever it
+ * spins. */
 static uint64_t early_by(unsigned pct, const struct vsched__late *l,
 			 uint32_t start)
 {
-	uint64_t est = l->est ? l->est : start;
+	uint64_t est = l->late.est ? l->late.est : start;
 	uint64_t keep = l->keep > OVERSHOOT_NS ? l->keep : OVERSHOOT_NS;
 
 	if (pct == 100)
@@ -93,12 +94,12 @@ static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 	if (by >= left)
 		return;
 	if (pct != 100) {
-		bool dear = p->late->cpu && p->late->cpu > vsched__sleep_cost(s) * 17 / 16;
+		const struct vsched__late *l = p->late;
+		uint64_t plain = l->cpu_plain.est ? l->cpu_plain.est : vsched__sleep_cost(s);
+		bool dear = l->cpu_early.est && l->cpu_early.est > plain * 17 / 16;
 
-		if (s->cpu0 && !s->params.sleep_cpu_ns) {
-			s->probe_plain = !s->probe_plain;
-			dear = s->probe_plain;
-		}
+		if (s->cpu0)
+			dear = l->probe_plain;
 		if (dear)
 			return;
 	}
@@ -113,54 +114,55 @@ uint64_t vsched__late_for(const struct vsched__sleeper *s, uint64_t left)
 	bool ep = atomic_load_explicit(&s->use_evfd, memory_order_relaxed);
 	const struct vsched__late *l = &s->late[ep][late_class(left)];
 
-	return (l->est ? l->est : ep ? LATE_START_EPOLL : LATE_START) + MARGIN_PAD;
+	return (l->late.est ? l->late.est : ep ? LATE_START_EPOLL : LATE_START) + MARGIN_PAD;
+}
+
+void vsched__median_add(struct vsched__median *m, uint64_t x)
+{
+	uint32_t v = x < LATE_MAX ? (uint32_t)x : LATE_MAX, d;
+	uint32_t lim = m->est / 4 + LATE_STEP, mag;
+	bool up = v > m->est;
+
+	if (!m->est) {
+		m->est = v ? v : 1;
+		m->step = LATE_STEP;
+		m->up = false;
+		return;
+	}
+	mag = up == m->up ? (2 * m->step < lim ? 2 * m->step : lim) : LATE_STEP;
+	d = up ? v - m->est : m->est - v;
+	if (d > mag)
+		d = mag;
+	m->est = up ? m->est + d : (m->est - d ? m->est - d : 1);
+	m->step = mag;
+	m->up = up;
 }
 
 /* One sample: the sleep woke `late` ns after the time it asked for and
- * has `spin` ns left to spin; a sleep costs `cost` ns of CPU. The running
- * median moves toward the lateness by a step that doubles while the
- * samples stay on one side (a new class, a host that got busier: it is
- * there in a few sleeps) and falls back to LATE_STEP when they cross (a
- * steady host: it dithers about the median by that much), up to a quarter
- * of the estimate (a millisecond outlier moves it by that at most, once).
- * The first sample is taken as it is. The spins are kept to SPIN_SHARE of
- * a sleep's CPU on average: while their mean (an EWMA, 1/8) is above it,
- * the sleep aims further short of the median (`keep` grows by an eighth
- * and a step), and back toward OVERSHOOT_NS by a step at a time while it
- * is below: where wakeups scatter widely below their median (a futex
- * timer that the slack lets fire early), the sleeps end later rather than
+ * has `spin` ns left to spin; a sleep costs `cost` ns of CPU. The median
+ * learns the lateness. The spins are kept to a SPIN_SHARE of a sleep's
+ * CPU on average: while their mean (an EWMA, 1/8) is above it, the sleep
+ * aims a step further short of the median (`keep` grows by LATE_STEP from
+ * OVERSHOOT_NS), and a step back toward OVERSHOOT_NS while it is below:
+ * where wakeups scatter widely below their median (a futex timer that the
+ * slack lets fire early, a busy host), the sleeps end later rather than
  * spin for it. */
-#define LATE_STEP 1000
 #define SPIN_SHARE 16 /* 1/16 */
-static void learn_late(struct vsched__late *l, uint32_t late, uint64_t spin,
+static void learn_late(struct vsched__late *l, uint64_t late, uint64_t spin,
 		       uint64_t cost)
 {
-	bool up = late > l->est;
-	uint32_t mag = l->step, lim = l->est / 4 + LATE_STEP, d;
-
 	if (spin > LATE_MAX)
 		spin = LATE_MAX;
 	l->spin = (uint32_t)((int64_t)l->spin + ((int64_t)spin - (int64_t)l->spin) / 8);
+	if (l->keep < OVERSHOOT_NS)
+		l->keep = OVERSHOOT_NS;
 	if (l->spin > cost / SPIN_SHARE) {
 		if (l->keep < LATE_MAX)
 			l->keep += LATE_STEP;
-	} else if (l->keep > OVERSHOOT_NS) {
-		l->keep -= l->keep - OVERSHOOT_NS < LATE_STEP ? l->keep - OVERSHOOT_NS
-							    : LATE_STEP;
+	} else if (l->keep >= OVERSHOOT_NS + LATE_STEP) {
+		l->keep -= LATE_STEP;
 	}
-	if (!l->est) {
-		l->est = late ? late : 1;
-		l->step = LATE_STEP;
-		l->up = false;
-		return;
-	}
-	mag = up == l->up ? (2 * mag < lim ? 2 * mag : lim) : LATE_STEP;
-	d = up ? late - l->est : l->est - late;
-	if (d > mag)
-		d = mag;
-	l->est = up ? l->est + d : (l->est - d ? l->est - d : 1);
-	l->step = mag;
-	l->up = up;
+	vsched__median_add(&l->late, late);
 }
 
 /* The timeout planned came with the word still BLOCKED: learn how late it
@@ -176,23 +178,22 @@ static bool early_wakeup(struct vsched__sleeper *s, uint32_t blocked,
 	uint64_t late = woke > at ? woke - at : 0;
 
 	uint64_t spin = woke < p->kd ? p->kd - woke : 0;
+	struct vsched__late *l = p->late;
 	uint64_t cost;
 
-	/* A sampled sleep's CPU: an early one is its class's (first sample,
-	 * then 1/8), a plain one the sleeper's. */
-	if (s->cpu0 && p->asked != p->kd) {
-		uint64_t c = vsched__sample_cpu(s);
-		int64_t e = p->late->cpu, v = (int64_t)(c < LATE_MAX ? c : LATE_MAX);
+	/* A sampled sleep's CPU: its class's, early or plain (a plain one is
+	 * the sleeper's too); the class's next sample is of the other kind. */
+	if (s->cpu0) {
+		bool early = p->asked != p->kd;
+		uint64_t c = early ? vsched__sample_cpu(s) : vsched__learn_sleep_cpu(s);
 
 		if (c)
-			p->late->cpu = (uint32_t)(e ? e + (v - e) / 8 : v);
-	} else if (s->cpu0) {
-		vsched__learn_sleep_cpu(s);
+			vsched__median_add(early ? &l->cpu_early : &l->cpu_plain, c);
+		l->probe_plain = early;
 	}
-	cost = p->late->cpu ? p->late->cpu : vsched__sleep_cost(s);
+	cost = l->cpu_early.est ? l->cpu_early.est : vsched__sleep_cost(s);
 	/* A wakeup too early to spin costs a second sleep instead. */
-	learn_late(p->late, late < LATE_MAX ? (uint32_t)late : LATE_MAX,
-		   spin <= p->spin ? spin : cost, cost);
+	learn_late(l, late, spin <= p->spin ? spin : cost, cost);
 	if (spin > p->spin)
 		return false;
 	while (atomic_load_explicit(s->word, memory_order_relaxed) == blocked &&
@@ -427,15 +428,13 @@ uint64_t vsched__sample_cpu(struct vsched__sleeper *s)
 	return c;
 }
 
-void vsched__learn_sleep_cpu(struct vsched__sleeper *s)
+uint64_t vsched__learn_sleep_cpu(struct vsched__sleeper *s)
 {
 	uint64_t c = vsched__sample_cpu(s);
 
-	if (!c)
-		return;
-	if (!s->sleep_cpu_seen)
-		s->sleep_cpu_ns = c;
-	else
-		s->sleep_cpu_ns += (int64_t)(c - s->sleep_cpu_ns) / 8;
-	s->sleep_cpu_seen = true;
+	if (c) {
+		vsched__median_add(&s->cpu_med, c);
+		s->sleep_cpu_ns = s->cpu_med.est;
+	}
+	return c;
 }

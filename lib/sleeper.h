@@ -35,16 +35,21 @@
 #define LATE_MAX 200000
 #define OVERSHOOT_NS 4000
 #define MARGIN_PAD 2000
+/* A running median's smallest step (vsched__median_add()). */
+#define LATE_STEP 1000
 
 /* The CPU a sleep costs its thread, when the params' sleep_cpu_ns is 0
  * (the ADAPTIVE policy's price of a sleep; every policy's limit of a short
  * wait, block.c's short_wait()): thread CPU time read at the arm of one
- * sleep in SLEEP_SAMPLE of the first SLEEP_SAMPLE_EARLY sleeps, then one
- * in SLEEP_SAMPLE_LATE (two clock_gettime syscalls of ~2 us each: at 1 in
- * 8 they were 0.45 us a sleep, a sixth of what the sleep itself costs),
- * and again when it ended before any on-time spin: a waker's wake or a
- * plain timed sleep's timeout teach the sleeper's cost (the first sample,
- * then an EWMA, 1/8), an early timed sleep's its class's (lib/sleep.c). */
+ * sleep in SLEEP_SAMPLE of the first SLEEP_SAMPLE_EARLY (sleeps and short
+ * waits, of which a sampled one sleeps), then one in SLEEP_SAMPLE_LATE
+ * (two clock_gettime syscalls of ~2 us each: at 1 in 8 they were 0.45 us
+ * a sleep, a sixth of what the sleep itself costs), read again when it
+ * ended before any on-time spin and dropped when it sleeps again: a
+ * waker's wake or a plain timed sleep's timeout teach the sleeper's cost
+ * (a running median, so that a signal handler run inside one sleep does
+ * not make every later wait poll), a timed sleep its class's (early or
+ * plain, in turn; lib/sleep.c). */
 #define SLEEP_SAMPLE 8
 #define SLEEP_SAMPLE_EARLY 64
 #define SLEEP_SAMPLE_LATE 128
@@ -129,9 +134,15 @@ uint64_t vsched__learn_wake_cost(struct vsched__sleeper *s, uint64_t start);
 uint64_t vsched__sample_cpu(struct vsched__sleeper *s);
 /* The same, for a sleep that ended before any on-time spin and did not
  * ask to be woken early (a waker's wake, a timed sleep to its deadline):
- * the sleeper's cost of a sleep learns it (the first sample, then an
- * EWMA, 1/8). An early timed sleep's goes to its class (lib/sleep.c). */
-void vsched__learn_sleep_cpu(struct vsched__sleeper *s);
+ * the sleeper's cost of a sleep learns it (cpu_med). Returns it (0: none).
+ * An early timed sleep's goes to its class only (lib/sleep.c). */
+uint64_t vsched__learn_sleep_cpu(struct vsched__sleeper *s);
+/* lib/sleep.c: add a sample to a running median: capped at LATE_MAX, the
+ * first taken as it is, then a step toward each sample that doubles while
+ * they stay on one side and falls back to LATE_STEP when they cross, at
+ * most a quarter of the estimate (an outlier moves it that much at most,
+ * once). */
+void vsched__median_add(struct vsched__median *m, uint64_t x);
 /* lib/sleep.c: the lateness, plus a margin, that a timed sleep of `left`
  * ns is planned with. Owner thread. */
 uint64_t vsched__late_for(const struct vsched__sleeper *s, uint64_t left);

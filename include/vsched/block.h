@@ -109,8 +109,11 @@ struct vsched_block_result {
  *
  * Timed waits end about on time at the CPU of the sleep they replace
  * (the poll params' spin_pct, <vsched/poll.h>). A deadline nearer than one
- * sleep's CPU (the measured sleep_cpu_ns) is polled to, not slept to: a
- * poll attempted, never won. A farther one sleeps: the sleep asks the
+ * sleep's CPU (the measured sleep_cpu_ns) is polled to, not slept to, as
+ * decided at the halt's start (not for a sleep that a wake with nothing
+ * to do restarts; not on an injected clock or with a custom wait): a poll
+ * attempted, and won only if something else than the caller's deadline
+ * ends it (a guest timer's expiry does). A farther one sleeps: the sleep asks the
  * kernel to wake it early by the lateness its earlier sleeps of that
  * length measured (on the futex the thread's timer slack plus a wakeup, on
  * the timerfd a wakeup; a running median, less 4 us) and spins on its
