@@ -34,7 +34,7 @@ callgrind_annotate --inclusive=yes "$dir/fdsleep_vsched_wait" 2>/dev/null |
 		x = $1; gsub(",", "", x)
 		f = $0; sub(/^ *[0-9,]+ +(\([^)]*\) +)?/, "", f); sub(/ \[.*$/, "", f)
 		sub(/^.*\//, "", f)
-		if (x / n >= 5 && !seen[f]++ && !(f ~ /libc-start|below main|run_fdsleep|vsched-bench.c:main|0x0/))
+		if (x / n >= 5 && $0 !~ /\([0-9,]+x\)$/ && !seen[f]++ && !(f ~ /libc-start|below main|run_fdsleep|vsched-bench.c:main|0x0/))
 			printf "  %8.1f  %s\n", x / n, f
 	}' | head -30
 echo

@@ -13,7 +13,8 @@
  * - vsched: the iothread recipe (doc/adopting.md): a waiter on "the ring
  *   has work", needs-kick in its before/after_sleep hooks, the eventfd a
  *   VSCHED_FD_DOORBELL wake source; the waiter profile of the adaptive
- *   policy (it learns that polling does not pay and sleeps at once).
+ *   policy (it learns that polling does not pay and sleeps at once), or
+ *   of --fd-policy NAME (none: what the policy's work costs).
  * - epoll: the hand-written loop: arm needs-kick, full barrier, re-check,
  *   epoll_wait on the eventfd alone, read it, disarm.
  *
@@ -45,15 +46,25 @@ enum { FS_VSCHED, FS_EPOLL, FS_N };
 static const char *fs_name[FS_N] = { "vsched", "epoll" };
 static unsigned opt_gap_us = 300;
 static long opt_msgs; /* --fd-msgs N: messages per run (0: by --quick) */
+static int opt_policy = VSCHED_POLL_ADAPTIVE; /* --fd-policy NAME */
 
 static int fdsleep_option(int argc, char **argv, int i)
 {
-	if (!strcmp(argv[i], "--fd-gap-us") && i + 1 < argc)
-		opt_gap_us = (unsigned)atoi(argv[i + 1]);
-	else if (!strcmp(argv[i], "--fd-msgs") && i + 1 < argc)
-		opt_msgs = atol(argv[i + 1]);
-	else
+	if (i + 1 >= argc)
 		return 0;
+	if (!strcmp(argv[i], "--fd-gap-us")) {
+		opt_gap_us = (unsigned)atoi(argv[i + 1]);
+	} else if (!strcmp(argv[i], "--fd-msgs")) {
+		opt_msgs = atol(argv[i + 1]);
+	} else if (!strcmp(argv[i], "--fd-policy")) {
+		opt_policy = vsched_poll_policy_parse(argv[i + 1]);
+		if (opt_policy < 0) {
+			fprintf(stderr, "fdsleep: no policy %s\n", argv[i + 1]);
+			exit(2);
+		}
+	} else {
+		return 0;
+	}
 	return 2;
 }
 
@@ -184,7 +195,7 @@ static struct fs_res fs_run(int c, long n)
 			.before_sleep = fs_arm, .after_sleep = fs_disarm,
 			.hook_arg = &r, .poll = &p,
 		};
-		vsched_poll_defaults_waiter(VSCHED_POLL_ADAPTIVE, &p);
+		vsched_poll_defaults_waiter((unsigned)opt_policy, &p);
 		if (vsched_vm_create(NULL, &vm) || vsched_request_finalize(vm, 0) ||
 		    vsched_waiter_create_ex(vm, &cfg, &w) ||
 		    vsched_waiter_fd_add(w, r.efd, EPOLLIN | VSCHED_FD_DOORBELL, 0))
@@ -253,6 +264,6 @@ const struct bench bench_fdsleep = {
 		"hand-written epoll loop (CPU, syscalls)",
 	.run = run_fdsleep,
 	.in_all = false,
-	.usage = "[--fd-gap-us N] [--fd-msgs N]",
+	.usage = "[--fd-gap-us N] [--fd-msgs N] [--fd-policy NAME]",
 	.option = fdsleep_option,
 };
