@@ -381,16 +381,50 @@ static struct budget_cost window_cost(uint64_t total, uint64_t covered,
  * estimate may promise what the halts do not give; the realized sums say
  * so within a few dozen halts. Budget 0: the least CPU, by the histogram.
  */
+/* The candidates of adaptive_choose_budget(), priced as its walk finds
+ * them: each one's window, CPU (cost), score against the incumbent and the
+ * other side's ratio, and the best score so far. */
+struct budget_pick {
+	uint64_t total;
+	double per_cap, per_lat;
+	bool least; /* budget 0: the score is the CPU */
+	unsigned n, best;
+	uint64_t cand[2 * VSCHED_POLL_BUCKETS + 2];
+	double cost[2 * VSCHED_POLL_BUCKETS + 2];
+	double score[2 * VSCHED_POLL_BUCKETS + 2], other[2 * VSCHED_POLL_BUCKETS + 2];
+};
+
+/* Price window w (`wsc`: w plus a sleep's CPU, as doubles), which covers
+ * `covered` of the histogram at poll CPU `cpu` (cover()). */
+static inline void price(struct budget_pick *b, uint64_t w, double wsc,
+			 uint64_t covered, uint64_t cpu)
+{
+	const unsigned i = b->n++;
+	struct budget_cost c = window_cost(b->total, covered, cpu, wsc);
+	double rc = c.cpu * b->per_cap, rl = c.lat * b->per_lat;
+
+	b->cand[i] = w;
+	b->cost[i] = c.cpu;
+	if (b->least) {
+		b->score[i] = c.cpu;
+		b->other[i] = c.lat;
+	} else {
+		b->score[i] = rc > rl ? rc : rl;
+		b->other[i] = rc > rl ? rl : rc;
+	}
+	if (b->score[i] < b->score[b->best])
+		b->best = i;
+}
+
 static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 				       const struct vsched_poll_state *s, uint64_t total)
 {
-	enum { NCAND = 2 * VSCHED_POLL_BUCKETS + 2 };
-	uint64_t cand[NCAND], cov[NCAND], ccpu[NCAND], wsum = 0, csum = 0;
-	double wsc[NCAND], score[NCAND], other[NCAND], cost[NCAND];
 	const uint64_t sc = sleep_cpu(p);
 	const uint64_t follow = s->inc_window_ns < p->max_ns ? s->inc_window_ns : p->max_ns;
-	unsigned n = 0, best = 0, pick;
+	uint64_t wsum = 0, csum = 0;
+	unsigned pick;
 	struct hist_sums hs;
+	struct budget_pick b;
 
 	if (!total)
 		return 0; /* no halt learnt: nothing says polling pays */
@@ -409,78 +443,58 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 	 * then every CHOOSE_EVERY halts (the check above runs on every one). */
 	if (s->halts > CHOOSE_EARLY && s->halts % CHOOSE_EVERY)
 		return s->window_ns;
-	/* The candidates, in one walk up the buckets that builds the prefix
-	 * sums as it goes: what cover() finds at a bucket's upper edge is the
-	 * sums above it, and at its midpoint half the bucket's halts (its
-	 * share there is exactly hist/2), at a quarter of the way in. */
+	b.total = total;
+	b.per_cap = 1.0 / (cap > 0 ? cap : 1.0);
+	b.per_lat = 1.0 / inc_lat;
+	b.least = !p->cpu_budget_pct;
+	b.n = b.best = 0;
+	/* The candidates, priced in one walk up the buckets that builds the
+	 * prefix sums as it goes: what cover() finds at a bucket's upper edge
+	 * is the sums above it, and at its midpoint half the bucket's halts
+	 * (its share there is exactly hist/2), at a quarter of the way in. */
 	const double scd = (double)sc;
 	hs.w[0] = hs.c[0] = 0;
-	cand[n] = cov[n] = ccpu[n] = 0;
-	wsc[n] = 0.0 + scd;
-	n++;
+	price(&b, 0, 0.0 + scd, 0, 0);
 	for (unsigned i = 0; i + 1 < VSCHED_POLL_BUCKETS; i++) {
 		const uint64_t hi = UINT64_C(1) << (BUCKET0_SHIFT + 1 + i);
 		const uint64_t lo = i ? hi / 2 : 0, mid = lo + (hi - lo) / 2;
 		const uint64_t h = s->hist[i];
 		if (mid >= p->max_ns)
 			break;
-		cand[n] = mid;
-		wsc[n] = hdbl(mid) + scd;
-		cov[n] = wsum + (h >> 1);
-		ccpu[n] = csum + (h >> 1) * (lo + (mid - lo) / 2);
-		n++;
+		price(&b, mid, hdbl(mid) + scd, wsum + (h >> 1),
+		      csum + (h >> 1) * (lo + (mid - lo) / 2));
 		wsum += h;
 		csum += h * mid;
 		hs.w[i + 1] = wsum;
 		hs.c[i + 1] = csum;
 		if (hi >= p->max_ns)
 			break;
-		cand[n] = hi;
-		wsc[n] = hdbl(hi) + scd;
-		cov[n] = wsum;
-		ccpu[n] = csum;
-		n++;
+		price(&b, hi, hdbl(hi) + scd, wsum, csum);
 	}
 	if (p->max_ns) { /* its bucket's sums are in: the walk stopped there */
-		cand[n] = p->max_ns;
-		wsc[n] = (double)p->max_ns + scd;
-		cover(s, &hs, p->max_ns, &cov[n], &ccpu[n]);
-		n++;
-	}
-	const double per_cap = 1.0 / (cap > 0 ? cap : 1.0), per_lat = 1.0 / inc_lat;
-	for (unsigned i = 0; i < n; i++) {
-		struct budget_cost c = window_cost(total, cov[i], ccpu[i], wsc[i]);
-		double rc = c.cpu * per_cap, rl = c.lat * per_lat;
-		cost[i] = c.cpu;
-		if (!p->cpu_budget_pct) {
-			score[i] = c.cpu;
-			other[i] = c.lat;
-		} else {
-			score[i] = rc > rl ? rc : rl;
-			other[i] = rc > rl ? rl : rc;
-		}
-		if (score[i] < score[best])
-			best = i;
+		uint64_t covered, cpu;
+		cover(s, &hs, p->max_ns, &covered, &cpu);
+		price(&b, p->max_ns, (double)p->max_ns + scd, covered, cpu);
 	}
 	if (p->cpu_budget_pct && p->cpu_budget_pct < 100 && own_cpu > cap + cap / 32) {
 		/* Below the incumbent's CPU, following it cannot help: the
 		 * least CPU by the histogram instead. */
 		unsigned lo = 0;
-		for (unsigned i = 1; i < n; i++)
-			if (cost[i] < cost[lo])
+		for (unsigned i = 1; i < b.n; i++)
+			if (b.cost[i] < b.cost[lo])
 				lo = i;
-		return cand[lo];
+		return b.cand[lo];
 	}
-	pick = best;
-	for (unsigned i = 0; i < n; i++) {
-		if (cand[i] == s->window_ns &&
-		    score[i] <= score[best] + score[best] / 32)
-			return cand[i]; /* the window in force stays */
-		if (score[i] <= score[best] + score[best] / 64 &&
-		    other[i] <= other[pick])
+	pick = b.best;
+	for (unsigned i = 0; i < b.n; i++) {
+		if (b.cand[i] == s->window_ns &&
+		    b.score[i] <= b.score[b.best] + b.score[b.best] / 32)
+			return b.cand[i]; /* the window in force stays */
+		if (b.score[i] <= b.score[b.best] + b.score[b.best] / 64 &&
+		    b.other[i] <= b.other[pick])
 			pick = i; /* better on the other side, or as good and larger */
 	}
-	return cand[pick];
+	return b.cand[pick];
 }
 
 /* `total`: the histogram's sum, which its update took. */
