@@ -38,7 +38,7 @@ struct bench {
 
 extern const struct bench bench_request, bench_wakeup, bench_instr, bench_overshoot,
 	bench_pmi, bench_idle, bench_hook, bench_scale, bench_waiter, bench_timer,
-	bench_policy, bench_iothread, bench_timedwait;
+	bench_policy, bench_iothread, bench_timedwait, bench_fdsleep;
 
 /* --json, --quick, --runs N (1..MAX_RUNS, default 5). */
 extern int opt_json, opt_quick, opt_runs;

@@ -19,7 +19,7 @@ static const struct bench *const benches[] = {
 	&bench_request, &bench_wakeup, &bench_instr, &bench_overshoot,
 	&bench_pmi,     &bench_idle,   &bench_hook,  &bench_scale,
 	&bench_waiter,  &bench_timer,  &bench_policy, &bench_iothread,
-	&bench_timedwait,
+	&bench_timedwait, &bench_fdsleep,
 };
 #define NBENCH (sizeof(benches) / sizeof(benches[0]))
 

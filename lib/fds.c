@@ -270,6 +270,12 @@ int vsched_vcpu_fd_del(struct vsched_vcpu *v, int fd)
 int vsched__result_in(struct vsched_block_result *ours,
 		      const struct vsched_block_result *theirs)
 {
+	/* Our own layout: all of it, as struct_in would copy it (no zeroing
+	 * first: every byte is overwritten). */
+	if (theirs && theirs->size == sizeof(*ours)) {
+		memcpy(ours, theirs, sizeof(*ours));
+		return 0;
+	}
 	return vsched__struct_in(ours, sizeof(*ours), theirs, RESULT_MIN);
 }
 

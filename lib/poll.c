@@ -218,10 +218,10 @@ struct adaptive_cand {
  * O(buckets), no division: every candidate shares the same total.
  */
 static uint64_t adaptive_choose_rate(const struct vsched_poll_params *p,
-				     const struct vsched_poll_state *s)
+				     const struct vsched_poll_state *s, uint64_t total)
 {
 	struct adaptive_cand c[2 * VSCHED_POLL_BUCKETS];
-	uint64_t total = 0, below_cost = 0, above, jmax, low = UINT64_MAX;
+	uint64_t below_cost = 0, above, jmax, low = UINT64_MAX;
 	unsigned n = 0, best = 0, pick = 0;
 	/* B, a sleep's cost: its CPU plus its weighted latency. Clamped so
 	 * that the sums below cannot overflow (2^31 x 2^32); saturating, as
@@ -234,8 +234,6 @@ static uint64_t adaptive_choose_rate(const struct vsched_poll_params *p,
 	const uint64_t b = wl > UINT64_MAX - sc ? UINT64_MAX : wl + sc;
 	const uint64_t lc = b < (UINT64_C(1) << 31) ? b : (UINT64_C(1) << 31);
 
-	for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++)
-		total += s->hist[i];
 	if (!total)
 		return 0; /* no halt learnt: nothing says polling pays */
 	above = total;
@@ -300,26 +298,17 @@ static uint64_t adaptive_choose_rate(const struct vsched_poll_params *p,
 
 /* The histogram seen as a distribution: a bucket's halts spread evenly over
  * it (bucket 0: [0, 512), bucket i: [2^(8+i), 2^(9+i))); the last bucket
- * is open-ended and never covered. Its prefix sums, taken once a halt:
- * w[i], the weight of the buckets below i, and c[i], the poll CPU they
- * take (the sum of their lengths), in histogram units (halts x 2^16): at
- * most 2^31 x 2^21 at decay_shift 15. */
+ * is open-ended and never covered. Its prefix sums, built as
+ * adaptive_choose_budget() walks up its candidates: w[i], the weight of
+ * the buckets below i, and c[i], the poll CPU they take (the sum of their
+ * lengths), in histogram units (halts x 2^16): at most 2^31 x 2^21 at
+ * decay_shift 15. */
 struct hist_sums {
 	uint64_t w[VSCHED_POLL_BUCKETS], c[VSCHED_POLL_BUCKETS];
 };
 
-static void hist_sums(const struct vsched_poll_state *s, struct hist_sums *hs)
-{
-	hs->w[0] = hs->c[0] = 0;
-	for (unsigned i = 0; i + 1 < VSCHED_POLL_BUCKETS; i++) {
-		uint64_t hi = UINT64_C(1) << (BUCKET0_SHIFT + 1 + i);
-		uint64_t lo = i ? hi / 2 : 0;
-		hs->w[i + 1] = hs->w[i] + s->hist[i];
-		hs->c[i + 1] = hs->c[i] + (uint64_t)s->hist[i] * (lo + (hi - lo) / 2);
-	}
-}
-
-/* The weight of the halts that end by x, and the poll CPU they take. O(1). */
+/* The weight of the halts that end by x, and the poll CPU they take. O(1);
+ * hs holds the sums up to x's bucket. */
 static void cover(const struct vsched_poll_state *s, const struct hist_sums *hs,
 		  uint64_t x, uint64_t *weight, uint64_t *cpu)
 {
@@ -337,22 +326,29 @@ static void cover(const struct vsched_poll_state *s, const struct hist_sums *hs,
 	*cpu = hs->c[i] + part * (lo + (x - lo) / 2);
 }
 
-/* What window w costs over the histogram: CPU (polls, and sc per sleep)
- * and latency (a polled wakeup taken as 1/32 of a sleeping one, in units
- * of the polled one: total + 31 x slept). */
+/* What window w costs over the histogram, given the weight of the halts
+ * that end by w and the poll CPU they take (cover()): CPU (polls, and sc
+ * per sleep) and latency (a polled wakeup taken as 1/32 of a sleeping one,
+ * in units of the polled one: total + 31 x slept). */
 struct budget_cost {
 	double cpu, lat;
 };
 
-static struct budget_cost window_cost(const struct vsched_poll_state *s,
-				      const struct hist_sums *hs, uint64_t total,
-				      uint64_t w, uint64_t sc)
+/* A sum of the histogram's (below 2^63: its counts are 32-bit) as a
+ * double: the same value as (double)x, in one conversion instruction where
+ * the unsigned one takes a test and a branch (x86-64). */
+static inline double hdbl(uint64_t x)
 {
-	uint64_t covered, cpu;
-	cover(s, hs, w, &covered, &cpu);
-	double slept = (double)(total - covered);
-	return (struct budget_cost){ (double)cpu + slept * ((double)w + (double)sc),
-				     (double)total + 31.0 * slept };
+	return (double)(int64_t)x;
+}
+
+/* `wsc`: the window plus a sleep's CPU, (double)w + (double)sc. */
+static struct budget_cost window_cost(uint64_t total, uint64_t covered,
+				      uint64_t cpu, double wsc)
+{
+	double slept = hdbl(total - covered);
+	return (struct budget_cost){ hdbl(cpu) + slept * wsc,
+				     hdbl(total) + 31.0 * slept };
 }
 
 /*
@@ -385,18 +381,51 @@ static struct budget_cost window_cost(const struct vsched_poll_state *s,
  * estimate may promise what the halts do not give; the realized sums say
  * so within a few dozen halts. Budget 0: the least CPU, by the histogram.
  */
-static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
-				       const struct vsched_poll_state *s)
-{
-	uint64_t cand[2 * VSCHED_POLL_BUCKETS + 2], total = 0;
+/* The candidates of adaptive_choose_budget(), priced as its walk finds
+ * them: each one's window, CPU (cost), score against the incumbent and the
+ * other side's ratio, and the best score so far. */
+struct budget_pick {
+	uint64_t total;
+	double per_cap, per_lat;
+	bool least; /* budget 0: the score is the CPU */
+	unsigned n, best;
+	uint64_t cand[2 * VSCHED_POLL_BUCKETS + 2];
+	double cost[2 * VSCHED_POLL_BUCKETS + 2];
 	double score[2 * VSCHED_POLL_BUCKETS + 2], other[2 * VSCHED_POLL_BUCKETS + 2];
+};
+
+/* Price window w (`wsc`: w plus a sleep's CPU, as doubles), which covers
+ * `covered` of the histogram at poll CPU `cpu` (cover()). */
+static inline void price(struct budget_pick *b, uint64_t w, double wsc,
+			 uint64_t covered, uint64_t cpu)
+{
+	const unsigned i = b->n++;
+	struct budget_cost c = window_cost(b->total, covered, cpu, wsc);
+	double rc = c.cpu * b->per_cap, rl = c.lat * b->per_lat;
+
+	b->cand[i] = w;
+	b->cost[i] = c.cpu;
+	if (b->least) {
+		b->score[i] = c.cpu;
+		b->other[i] = c.lat;
+	} else {
+		b->score[i] = rc > rl ? rc : rl;
+		b->other[i] = rc > rl ? rl : rc;
+	}
+	if (b->score[i] < b->score[b->best])
+		b->best = i;
+}
+
+static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
+				       const struct vsched_poll_state *s, uint64_t total)
+{
 	const uint64_t sc = sleep_cpu(p);
 	const uint64_t follow = s->inc_window_ns < p->max_ns ? s->inc_window_ns : p->max_ns;
-	unsigned n = 0, best = 0, pick;
+	uint64_t wsum = 0, csum = 0;
+	unsigned pick;
 	struct hist_sums hs;
+	struct budget_pick b;
 
-	for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++)
-		total += s->hist[i];
 	if (!total)
 		return 0; /* no halt learnt: nothing says polling pays */
 	/* The incumbent's realized cost, in histogram units (its sums decay
@@ -414,65 +443,66 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 	 * then every CHOOSE_EVERY halts (the check above runs on every one). */
 	if (s->halts > CHOOSE_EARLY && s->halts % CHOOSE_EVERY)
 		return s->window_ns;
-	hist_sums(s, &hs);
-	cand[n++] = 0;
+	b.total = total;
+	b.per_cap = 1.0 / (cap > 0 ? cap : 1.0);
+	b.per_lat = 1.0 / inc_lat;
+	b.least = !p->cpu_budget_pct;
+	b.n = b.best = 0;
+	/* The candidates, priced in one walk up the buckets that builds the
+	 * prefix sums as it goes: what cover() finds at a bucket's upper edge
+	 * is the sums above it, and at its midpoint half the bucket's halts
+	 * (its share there is exactly hist/2), at a quarter of the way in. */
+	const double scd = (double)sc;
+	hs.w[0] = hs.c[0] = 0;
+	price(&b, 0, 0.0 + scd, 0, 0);
 	for (unsigned i = 0; i + 1 < VSCHED_POLL_BUCKETS; i++) {
-		uint64_t hi = UINT64_C(1) << (BUCKET0_SHIFT + 1 + i);
-		uint64_t lo = i ? hi / 2 : 0;
-		if (lo + (hi - lo) / 2 >= p->max_ns)
+		const uint64_t hi = UINT64_C(1) << (BUCKET0_SHIFT + 1 + i);
+		const uint64_t lo = i ? hi / 2 : 0, mid = lo + (hi - lo) / 2;
+		const uint64_t h = s->hist[i];
+		if (mid >= p->max_ns)
 			break;
-		cand[n++] = lo + (hi - lo) / 2;
+		price(&b, mid, hdbl(mid) + scd, wsum + (h >> 1),
+		      csum + (h >> 1) * (lo + (mid - lo) / 2));
+		wsum += h;
+		csum += h * mid;
+		hs.w[i + 1] = wsum;
+		hs.c[i + 1] = csum;
 		if (hi >= p->max_ns)
 			break;
-		cand[n++] = hi;
+		price(&b, hi, hdbl(hi) + scd, wsum, csum);
 	}
-	if (p->max_ns)
-		cand[n++] = p->max_ns;
-	const double per_cap = 1.0 / (cap > 0 ? cap : 1.0), per_lat = 1.0 / inc_lat;
-	for (unsigned i = 0; i < n; i++) {
-		struct budget_cost c = window_cost(s, &hs, total, cand[i], sc);
-		double rc = c.cpu * per_cap, rl = c.lat * per_lat;
-		if (!p->cpu_budget_pct) {
-			score[i] = c.cpu;
-			other[i] = c.lat;
-		} else {
-			score[i] = rc > rl ? rc : rl;
-			other[i] = rc > rl ? rl : rc;
-		}
-		if (score[i] < score[best])
-			best = i;
+	if (p->max_ns) { /* its bucket's sums are in: the walk stopped there */
+		uint64_t covered, cpu;
+		cover(s, &hs, p->max_ns, &covered, &cpu);
+		price(&b, p->max_ns, (double)p->max_ns + scd, covered, cpu);
 	}
 	if (p->cpu_budget_pct && p->cpu_budget_pct < 100 && own_cpu > cap + cap / 32) {
 		/* Below the incumbent's CPU, following it cannot help: the
 		 * least CPU by the histogram instead. */
 		unsigned lo = 0;
-		double lc = window_cost(s, &hs, total, cand[0], sc).cpu;
-		for (unsigned i = 1; i < n; i++) {
-			double c = window_cost(s, &hs, total, cand[i], sc).cpu;
-			if (c < lc) {
-				lc = c;
+		for (unsigned i = 1; i < b.n; i++)
+			if (b.cost[i] < b.cost[lo])
 				lo = i;
-			}
-		}
-		return cand[lo];
+		return b.cand[lo];
 	}
-	pick = best;
-	for (unsigned i = 0; i < n; i++) {
-		if (cand[i] == s->window_ns &&
-		    score[i] <= score[best] + score[best] / 32)
-			return cand[i]; /* the window in force stays */
-		if (score[i] <= score[best] + score[best] / 64 &&
-		    other[i] <= other[pick])
+	pick = b.best;
+	for (unsigned i = 0; i < b.n; i++) {
+		if (b.cand[i] == s->window_ns &&
+		    b.score[i] <= b.score[b.best] + b.score[b.best] / 32)
+			return b.cand[i]; /* the window in force stays */
+		if (b.score[i] <= b.score[b.best] + b.score[b.best] / 64 &&
+		    b.other[i] <= b.other[pick])
 			pick = i; /* better on the other side, or as good and larger */
 	}
-	return cand[pick];
+	return b.cand[pick];
 }
 
+/* `total`: the histogram's sum, which its update took. */
 static uint64_t adaptive_choose(const struct vsched_poll_params *p,
-				const struct vsched_poll_state *s)
+				const struct vsched_poll_state *s, uint64_t total)
 {
-	return p->latency_weight ? adaptive_choose_rate(p, s)
-				 : adaptive_choose_budget(p, s);
+	return p->latency_weight ? adaptive_choose_rate(p, s, total)
+				 : adaptive_choose_budget(p, s, total);
 }
 
 static void adaptive_update(const struct vsched_poll_params *p,
@@ -487,8 +517,16 @@ static void adaptive_update(const struct vsched_poll_params *p,
 		if (d <= window_ns)
 			d = window_ns + 1;
 	}
-	for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++)
-		s->hist[i] -= s->hist[i] >> p->decay_shift;
+	/* Decay and sum in one pass (the sum is the choice's, below), then
+	 * count this halt. */
+	const unsigned shift = p->decay_shift;
+	uint64_t total = HIST_ONE;
+#pragma GCC unroll 16
+	for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++) {
+		const uint32_t h = s->hist[i] - (s->hist[i] >> shift);
+		s->hist[i] = h;
+		total += h;
+	}
 	s->hist[bucket_of(d)] += HIST_ONE;
 	/* This halt under this policy's window and under the incumbent's:
 	 * CPU (a poll to the wake, or the window and a sleep) and sleeps. */
@@ -504,7 +542,7 @@ static void adaptive_update(const struct vsched_poll_params *p,
 	s->inc_slept += (kwon ? 0 : HIST_ONE) - (s->inc_slept >> p->decay_shift);
 	kvm_step(p, &s->inc_window_ns,
 		 kwon ? d : d > UINT64_MAX - wake_cost(p) ? UINT64_MAX : d + wake_cost(p), true);
-	s->window_ns = adaptive_choose(p, s);
+	s->window_ns = adaptive_choose(p, s, total);
 }
 
 /* The steps of the table's rows (the KVM and ADAPTIVE ones are above). */

@@ -338,6 +338,41 @@ static void test_adaptive_dominates_incumbent(void **state)
 	}
 }
 
+/* The default (budget 100) prices its candidates in one walk up the
+ * buckets that builds the histogram's prefix sums as it goes, and max_ns,
+ * the last candidate, from the sums where the walk stopped. Wherever max_ns
+ * lies (below the first midpoint, between a bucket's start and midpoint, at
+ * a midpoint, between a midpoint and the edge, at an edge), halts at 95% of
+ * it fall in its own bucket, where no smaller candidate covers any of them
+ * by the histogram: with sleeps far dearer than polls on every side, the
+ * window is max_ns. Past every finite bucket (10 s), 1 ms halts are
+ * covered. */
+static void test_adaptive_max_anywhere(void **state)
+{
+	static const uint64_t max[] = { 200, 20000, 24576, 30000, 32768, 10000000000ull };
+	(void)state;
+	for (size_t i = 0; i < sizeof(max) / sizeof(max[0]); i++) {
+		struct vsched_poll_params p;
+		struct vsched_poll_state s;
+		const bool huge = max[i] > 2000000;
+		const uint64_t d = huge ? 1000000 : max[i] - max[i] / 20;
+		assert_int_equal(vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, max[i], &p), 0);
+		p.wake_cost_ns = 12000;
+		p.sleep_cpu_ns = 100000000; /* 100 ms: any poll is cheaper */
+		assert_int_equal(vsched_poll_init(&p, &s), 0);
+		for (int k = 0; k < 400; k++)
+			wake_at(&p, &s, d);
+		uint64_t w = vsched_poll_window(&p, &s);
+		print_message("max_ns %llu, halts of %llu ns: window %llu\n",
+			      (unsigned long long)max[i], (unsigned long long)d,
+			      (unsigned long long)w);
+		if (huge)
+			assert_true(w >= d && w <= max[i]);
+		else
+			assert_int_equal(w, max[i]);
+	}
+}
+
 /* Review (issue 18): latency_weight x wake_cost_ns wrapped before it was
  * clamped, so a huge (accepted) sleep cost read as a free sleep and the
  * policy stopped polling: weight 2^31 x 2^33 ns is 0 mod 2^64. */
@@ -477,6 +512,7 @@ int main(void)
 		cmocka_unit_test(test_kvm_grow_saturates),
 		cmocka_unit_test(test_adaptive_cpu_neutral),
 		cmocka_unit_test(test_adaptive_dominates_incumbent),
+		cmocka_unit_test(test_adaptive_max_anywhere),
 		cmocka_unit_test(test_poll_bad_input),
 		cmocka_unit_test(test_policy_names),
 	};
