@@ -511,7 +511,9 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 		goto out;
 	}
 	runnable_leave(s);
-	hl->sleep_start = ops->now_ns(ops->ctx);
+	/* A halt that did not poll sleeps from its start (no clock read:
+	 * its wait_ns then counts the hook and the arm too). */
+	hl->sleep_start = hl->attempted ? ops->now_ns(ops->ctx) : hl->poll_end;
 	hl->waited = true;
 	/* The sleep's CPU, sampled, when not given: the ADAPTIVE policy
 	 * prices sleeps with it, and every policy polls to a deadline nearer
@@ -692,13 +694,24 @@ int vsched_vcpu_block_ex(struct vsched_vcpu *v, uint64_t deadline,
 	uint32_t m;
 	int r;
 
-	if (!v || (res && vsched__result_in(&copy, res)))
+	if (!v)
+		return VSCHED_EINVAL;
+	struct target t = { .op = &vcpu_ops, .s = &v->sl, .vcpu = v,
+			    .id = (int)v->id };
+	/* A result of this library's own layout is used in place (as
+	 * vsched_waiter_wait() does): the copy in and out would leave it as
+	 * the engine does, and no check can fail. */
+	if (res && res->size == sizeof(*res)) {
+		m = atomic_load_explicit(&v->mode, memory_order_relaxed);
+		if ((r = vsched__allowed(VSCHED__C_VCPU_BLOCK, m)))
+			return r;
+		return engine(&t, deadline, res);
+	}
+	if (res && vsched__result_in(&copy, res))
 		return VSCHED_EINVAL;
 	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
 	if ((r = vsched__allowed(VSCHED__C_VCPU_BLOCK, m)))
 		return r;
-	struct target t = { .op = &vcpu_ops, .s = &v->sl, .vcpu = v,
-			    .id = (int)v->id };
 	r = engine(&t, deadline, res ? &copy : NULL);
 	if (res)
 		vsched__result_out(res, &copy);

@@ -37,13 +37,6 @@ void vsched__clear_tags(struct vsched_block_result *res)
 	res->nready_total = 0;
 }
 
-/* The user fd in epoll slot `slot`, still registered? */
-bool vsched__user_slot(const struct vsched__sleeper *s, uint64_t slot)
-{
-	return slot >= SLOT_USER && slot - SLOT_USER < s->nslots &&
-	       s->fd_of[slot - SLOT_USER] >= 0;
-}
-
 /* Check the registered fds without sleeping: one epoll_pwait(0). The kick
  * eventfd and the timerfd are left alone (not BLOCKED, nobody writes the
  * eventfd; the sleep drains them). Returns the number of ready user fds,

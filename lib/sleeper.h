@@ -157,7 +157,12 @@ static inline uint64_t vsched__sleep_cost(const struct vsched__sleeper *s)
  * Both return the number of ready user fds (doorbells not looked at). */
 void vsched__add_tag(struct vsched_block_result *res, uint64_t tag);
 void vsched__clear_tags(struct vsched_block_result *res);
-bool vsched__user_slot(const struct vsched__sleeper *s, uint64_t slot);
+static inline bool vsched__user_slot(const struct vsched__sleeper *s,
+				     uint64_t slot)
+{
+	return slot >= SLOT_USER && slot - SLOT_USER < s->nslots &&
+	       s->fd_of[slot - SLOT_USER] >= 0;
+}
 unsigned vsched__collect_ready(struct vsched__sleeper *s,
 			       struct vsched_block_result *res);
 unsigned vsched__fd_check(struct vsched__sleeper *s,
