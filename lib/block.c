@@ -331,8 +331,8 @@ choose_window(const struct target_ops *op, const struct target *t,
 	return true;
 }
 
-/* A timed halt whose deadline `eff` comes sooner than one sleep's CPU
- * (vsched__sleep_cost(), measured) would pay for, give or take a
+/* A timed halt whose deadline `eff` comes sooner than a plain sleep that
+ * long costs in CPU (vsched__plain_cost(), measured) would pay for, give or take a
  * sixteenth (a tie goes to ending on time): polling to it costs no more
  * CPU than sleeping and returns on time, where the sleep would return as
  * late as the kernel wakes it, so the halt polls to it. So does one that
@@ -356,7 +356,7 @@ static inline bool short_wait(struct vsched__sleeper *s, uint64_t t0,
 	    (ops->wait != vsched__futex_wait &&
 	     !atomic_load_explicit(&s->use_evfd, memory_order_relaxed)))
 		return false;
-	c = vsched__sleep_cost(s);
+	c = vsched__plain_cost(s, left);
 	if (left > c + c / 16 &&
 	    !(s->params.spin_pct == 100 && left <= vsched__late_for(s, left)))
 		return false;

@@ -26,10 +26,10 @@
  * sleep's CPU on average; where wakeups scatter more than that buys, the
  * sleeps aim later (`keep`). Two sleeps are plain, to the deadline, late:
  * one whose deadline the kernel cannot make however early it is asked,
- * and one of a class whose early sleeps cost more CPU than a plain sleep
- * (on a nested host, a 10 us timerfd sleep costs 60 us of CPU and wakes
- * 60 us late, a 50 us one 25 us and 43 us), which sampled sleeps measure
- * in turn. spin_pct 100 aims before the deadline and polls to one it
+ * and one of a class whose early sleeps cost half as much CPU again as
+ * its plain ones (on a nested host, a 10 us timerfd sleep costs 60 us of
+ * CPU and wakes 60 us late, a 50 us one 25 us and 43 us), which its
+ * sampled sleeps measure in turn. spin_pct 100 aims before the deadline and polls to one it
  * cannot make (block.c's short_wait()). Only a timeout the sleep asked for
  * is learnt and finished on the CPU; a spurious return, a signal or an
  * error never is. */
@@ -96,7 +96,7 @@ static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 	if (pct != 100) {
 		const struct vsched__late *l = p->late;
 		uint64_t plain = l->cpu_plain.est ? l->cpu_plain.est : vsched__sleep_cost(s);
-		bool dear = l->cpu_early.est && l->cpu_early.est > plain * 17 / 16;
+		bool dear = l->cpu_early.est && l->cpu_early.est > plain * 3 / 2;
 
 		if (s->cpu0)
 			dear = l->probe_plain;
@@ -109,6 +109,14 @@ static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 /* The lateness a sleep of `left` ns would be planned with, as the next
  * arm's mechanism has learnt it, plus MARGIN_PAD: below it, spin_pct 100
  * cannot end on time by sleeping. */
+uint64_t vsched__plain_cost(const struct vsched__sleeper *s, uint64_t left)
+{
+	bool ep = atomic_load_explicit(&s->use_evfd, memory_order_relaxed);
+	uint32_t c = s->late[ep][late_class(left)].cpu_plain.est;
+
+	return s->params.sleep_cpu_ns ? s->params.sleep_cpu_ns : c ? c : vsched__sleep_cost(s);
+}
+
 uint64_t vsched__late_for(const struct vsched__sleeper *s, uint64_t left)
 {
 	bool ep = atomic_load_explicit(&s->use_evfd, memory_order_relaxed);

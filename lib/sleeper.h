@@ -143,6 +143,9 @@ uint64_t vsched__learn_sleep_cpu(struct vsched__sleeper *s);
  * most a quarter of the estimate (an outlier moves it that much at most,
  * once). */
 void vsched__median_add(struct vsched__median *m, uint64_t x);
+/* lib/sleep.c: the CPU a plain sleep of `left` ns costs: the params',
+ * or that its class measured, or the sleeper's. Owner thread. */
+uint64_t vsched__plain_cost(const struct vsched__sleeper *s, uint64_t left);
 /* lib/sleep.c: the lateness, plus a margin, that a timed sleep of `left`
  * ns is planned with. Owner thread. */
 uint64_t vsched__late_for(const struct vsched__sleeper *s, uint64_t left);

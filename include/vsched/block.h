@@ -108,8 +108,9 @@ struct vsched_block_result {
  * inside the window is reported.
  *
  * Timed waits end about on time at the CPU of the sleep they replace
- * (the poll params' spin_pct, <vsched/poll.h>). A deadline nearer than one
- * sleep's CPU (the measured sleep_cpu_ns) is polled to, not slept to, as
+ * (the poll params' spin_pct, <vsched/poll.h>). A deadline nearer than the
+ * CPU of a plain sleep that long (measured; sleep_cpu_ns when given) is
+ * polled to, not slept to, as
  * decided at the halt's start (not for a sleep that a wake with nothing
  * to do restarts; not on an injected clock or with a custom wait): a poll
  * attempted, and won only if something else than the caller's deadline

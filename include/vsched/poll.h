@@ -146,10 +146,10 @@ struct vsched_poll_params {
 	 * (the early wakeup aims before the deadline, and a deadline nearer
 	 * than the kernel can wake is polled to). 0: never spin (late by the
 	 * thread's timer slack and the wakeup). With any value but 0 a wait
-	 * whose deadline is nearer than one sleep's CPU (sleep_cpu_ns) polls
-	 * to it instead of sleeping (on the VM's default clock and wait, and
-	 * unless vetoed as a poll window is; block.h). A struct whose size
-	 * ends before it gets the default. Added in 0.3.
+	 * whose deadline is nearer than a sleep's CPU (measured, or
+	 * sleep_cpu_ns) polls to it instead of sleeping (on the VM's default
+	 * clock and wait, and unless vetoed as a poll window is; block.h). A
+	 * struct whose size ends before it gets the default. Added in 0.3.
 	 */
 	unsigned spin_pct;
 	/**
