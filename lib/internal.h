@@ -34,10 +34,11 @@ static inline void vsched__trace_post(struct vsched_vcpu *v, unsigned kind);
  * (lib/sleep.c): below 8 us, then doublings up to 1 ms and beyond. */
 #define VSCHED__LATE_CLASSES 9
 /* A running median (lib/sleep.c, vsched__median_add()): ns (0: no sample
- * yet), its last step and that step's direction. */
+ * yet), its last step and that step's direction, samples (up to 255). */
 struct vsched__median {
 	uint32_t est, step;
 	bool up;
+	uint8_t n;
 };
 /* Timed sleeps of one mechanism and class of time left (lib/sleep.c): how
  * late the kernel wakes them; the thread CPU of the early ones and of the

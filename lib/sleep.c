@@ -26,10 +26,11 @@
  * sleep's CPU on average; where wakeups scatter more than that buys, the
  * sleeps aim later (`keep`). Two sleeps are plain, to the deadline, late:
  * one whose deadline the kernel cannot make however early it is asked,
- * and one of a class whose early sleeps cost half as much CPU again as
- * its plain ones (on a nested host, a 10 us timerfd sleep costs 60 us of
- * CPU and wakes 60 us late, a 50 us one 25 us and 43 us), which its
- * sampled sleeps measure in turn. spin_pct 100 aims before the deadline and polls to one it
+ * and one of a class whose early sleeps cost twice the CPU of its plain
+ * ones (on a nested host, a 10 us timerfd sleep costs 60 us of CPU and
+ * wakes 60 us late, a 50 us one 25 us and 43 us), as its sampled sleeps
+ * measure them in turn (DEAR_SAMPLES of each first: one sleep's CPU
+ * varies from 10 to 25 us here). spin_pct 100 aims before the deadline and polls to one it
  * cannot make (block.c's short_wait()). Only a timeout the sleep asked for
  * is learnt and finished on the CPU; a spurious return, a signal or an
  * error never is. */
@@ -95,8 +96,8 @@ static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 		return;
 	if (pct != 100) {
 		const struct vsched__late *l = p->late;
-		uint64_t plain = l->cpu_plain.est ? l->cpu_plain.est : vsched__sleep_cost(s);
-		bool dear = l->cpu_early.est && l->cpu_early.est > plain * 3 / 2;
+		bool dear = l->cpu_early.n >= DEAR_SAMPLES && l->cpu_plain.n >= DEAR_SAMPLES &&
+			    l->cpu_early.est > 2 * (uint64_t)l->cpu_plain.est;
 
 		if (s->cpu0)
 			dear = l->probe_plain;
@@ -131,6 +132,8 @@ void vsched__median_add(struct vsched__median *m, uint64_t x)
 	uint32_t lim = m->est / 4 + LATE_STEP, mag;
 	bool up = v > m->est;
 
+	if (m->n < UINT8_MAX)
+		m->n++;
 	if (!m->est) {
 		m->est = v ? v : 1;
 		m->step = LATE_STEP;

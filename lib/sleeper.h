@@ -37,6 +37,9 @@
 #define MARGIN_PAD 2000
 /* A running median's smallest step (vsched__median_add()). */
 #define LATE_STEP 1000
+/* Samples of each kind a class needs before its early sleeps may be
+ * judged dearer than its plain ones (lib/sleep.c). */
+#define DEAR_SAMPLES 3
 
 /* The CPU a sleep costs its thread, when the params' sleep_cpu_ns is 0
  * (the ADAPTIVE policy's price of a sleep; every policy's limit of a short
