@@ -341,8 +341,9 @@ choose_window(const struct target_ops *op, const struct target *t,
  * its window stays the policy's, and the caller's deadline reached is no
  * win (account(); a guest timer that expires meanwhile is, as in any
  * window). Decided once, at the halt's start. Not with spin_pct 0 (never
- * spin), on an injected clock (it may not be real time) or a custom wait
- * (a simulator's); and a short wait that the sleep-CPU sample picks
+ * spin), on an injected clock (it may not be real time) or with a custom
+ * wait (a simulator's) unless fds are registered (the sleep is epoll's);
+ * and a short wait that the sleep-CPU sample picks
  * sleeps (but with spin_pct 100), so that the cost it is judged by is
  * measured again. */
 static inline bool short_wait(struct vsched__sleeper *s, uint64_t t0,
@@ -360,8 +361,9 @@ static inline bool short_wait(struct vsched__sleeper *s, uint64_t t0,
 	if (left > c + c / 16 &&
 	    !(s->params.spin_pct == 100 && left <= vsched__late_for(s, left)))
 		return false;
-	if (s->params.spin_pct != 100 && !s->params.sleep_cpu_ns &&
-	    vsched__sleep_sampled(s->sleeps + 1))
+	if (s->params.spin_pct == 100)
+		return true; /* it never sleeps for a sample: not counted */
+	if (!s->params.sleep_cpu_ns && vsched__sleep_sampled(s->sleeps + 1))
 		return false; /* arm_and_sleep() counts and samples it */
 	s->sleeps++;
 	return true;

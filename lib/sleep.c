@@ -89,9 +89,9 @@ static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 	by = early_by(pct, p->late, mech == LATE_FUTEX ? LATE_START : LATE_START_EPOLL);
 	/* No time to sleep on time (the kernel wakes later than the time
 	 * left): sleep late, to kd. Nor where this class's early sleeps
-	 * cost more CPU than a sleep does, give or take a sixteenth (a
-	 * nested host's short timers). A sampled sleep measures the one and
-	 * the other in turn: a plain one (late), then an early one. */
+	 * cost twice the CPU of its plain ones, DEAR_SAMPLES of each seen
+	 * (a nested host's short timers). A sampled sleep is of the kind
+	 * the class's last sample was not (probe_plain). */
 	if (by >= left)
 		return;
 	if (pct != 100) {
@@ -107,9 +107,6 @@ static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 	p->asked = kd - by;
 }
 
-/* The lateness a sleep of `left` ns would be planned with, as the next
- * arm's mechanism has learnt it, plus MARGIN_PAD: below it, spin_pct 100
- * cannot end on time by sleeping. */
 uint64_t vsched__plain_cost(const struct vsched__sleeper *s, uint64_t left)
 {
 	bool ep = atomic_load_explicit(&s->use_evfd, memory_order_relaxed);
@@ -118,6 +115,9 @@ uint64_t vsched__plain_cost(const struct vsched__sleeper *s, uint64_t left)
 	return s->params.sleep_cpu_ns ? s->params.sleep_cpu_ns : c ? c : vsched__sleep_cost(s);
 }
 
+/* The lateness a sleep of `left` ns would be planned with, as the next
+ * arm's mechanism has learnt it, plus MARGIN_PAD: below it, spin_pct 100
+ * cannot end on time by sleeping. */
 uint64_t vsched__late_for(const struct vsched__sleeper *s, uint64_t left)
 {
 	bool ep = atomic_load_explicit(&s->use_evfd, memory_order_relaxed);
@@ -134,10 +134,17 @@ void vsched__median_add(struct vsched__median *m, uint64_t x)
 
 	if (m->n < UINT8_MAX)
 		m->n++;
-	if (!m->est) {
-		m->est = v ? v : 1;
+	if (!m->est || m->n == 2) {
+		/* The first sample, then the smaller of the first two: one
+		 * sample that a signal handler ran inside does not stand. */
+		if (!m->est || v < m->est)
+			m->est = v ? v : 1;
 		m->step = LATE_STEP;
 		m->up = false;
+		return;
+	}
+	if (v == m->est) { /* a tie crosses nothing: the smallest step */
+		m->step = LATE_STEP;
 		return;
 	}
 	mag = up == m->up ? (2 * m->step < lim ? 2 * m->step : lim) : LATE_STEP;
@@ -294,6 +301,7 @@ int vsched__sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
 				return 0;
 			return VSCHED_WAKE_DEADLINE;
 		}
+		s->cpu0 = 0; /* the sample was of one kernel sleep */
 		vsched__count(&s->hs.spurious);
 	}
 }
@@ -409,6 +417,7 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 				   LATE_EPOLL, false);
 			timer_at(s, p.asked);
 		}
+		s->cpu0 = 0; /* the sample was of one kernel sleep */
 		vsched__count(&s->hs.spurious);
 	}
 }

@@ -141,10 +141,10 @@ uint64_t vsched__sample_cpu(struct vsched__sleeper *s);
  * An early timed sleep's goes to its class only (lib/sleep.c). */
 uint64_t vsched__learn_sleep_cpu(struct vsched__sleeper *s);
 /* lib/sleep.c: add a sample to a running median: capped at LATE_MAX, the
- * first taken as it is, then a step toward each sample that doubles while
- * they stay on one side and falls back to LATE_STEP when they cross, at
- * most a quarter of the estimate (an outlier moves it that much at most,
- * once). */
+ * first taken as it is and the smaller of the first two kept, then a step
+ * toward each sample that doubles while they stay on one side and falls
+ * back to LATE_STEP when they cross (or tie), at most a quarter of the
+ * estimate (an outlier moves it that much at most, once). */
 void vsched__median_add(struct vsched__median *m, uint64_t x);
 /* lib/sleep.c: the CPU a plain sleep of `left` ns costs: the params',
  * or that its class measured, or the sleeper's. Owner thread. */

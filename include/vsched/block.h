@@ -112,7 +112,8 @@ struct vsched_block_result {
  * CPU of a plain sleep that long (measured; sleep_cpu_ns when given) is
  * polled to, not slept to, as
  * decided at the halt's start (not for a sleep that a wake with nothing
- * to do restarts; not on an injected clock or with a custom wait): a poll
+ * to do restarts; not on an injected clock, nor with a custom wait unless
+ * fds are registered): a poll
  * attempted, and won only if something else than the caller's deadline
  * ends it (a guest timer's expiry does). A farther one sleeps: the sleep asks the
  * kernel to wake it early by the lateness its earlier sleeps of that

@@ -148,7 +148,8 @@ struct vsched_poll_params {
 	 * thread's timer slack and the wakeup). With any value but 0 a wait
 	 * whose deadline is nearer than a sleep's CPU (measured, or
 	 * sleep_cpu_ns) polls to it instead of sleeping (on the VM's default
-	 * clock and wait, and unless vetoed as a poll window is; block.h). A
+	 * clock and wait or with fds, unless vetoed as a poll window is;
+	 * block.h). A
 	 * struct whose size ends before it gets the default. Added in 0.3.
 	 */
 	unsigned spin_pct;

@@ -50,7 +50,8 @@ struct vsched_halt_stats {
 	uint64_t halt_poll_success_ns;
 	/** Time spent in failed polls (before sleeping). */
 	uint64_t halt_poll_fail_ns;
-	/** Time spent asleep. */
+	/** Time spent asleep: from the poll's end (the halt's start when it
+	 *  did not poll), as KVM's. */
 	uint64_t halt_wait_ns;
 	/** Halts where a veto (arch, guest, contention) prevented polling. */
 	uint64_t halt_poll_vetoed;
