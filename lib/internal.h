@@ -144,7 +144,7 @@ struct vsched__sleeper {
 	uint64_t own_gen_seen;      /* own_gen when `params` was taken */
 	bool own_params;            /* `params` is the sleeper's own policy */
 	/* The learnt lateness of timed sleeps (lib/sleep.c), by mechanism
-	 * (LATE_FUTEX, LATE_EPOLL) and class of length. */
+	 * (LATE_FUTEX, LATE_EPOLL) and class of time left. */
 	struct vsched__late late[2][VSCHED__LATE_CLASSES];
 	uint64_t cpu0;              /* a sampled sleep's thread CPU at its arm, or 0 */
 	uint64_t tfd_at;            /* the timerfd's expiry as last set */
