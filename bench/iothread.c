@@ -264,6 +264,25 @@ static void epoll_loop_wait(struct io *io, int ep)
 	}
 }
 
+/* Family `f`'s gaps for one run (seed `seed`): as many as fit `per_run` ns
+ * with `ovh` ns of overhead a message, at least 20, in `*n`. The caller
+ * frees them. */
+static uint64_t *family_gaps(unsigned f, uint64_t seed, double per_run, double ovh,
+			     size_t *n)
+{
+	size_t cap = (size_t)(per_run / 1000) + 16, k = 0;
+	uint64_t *g = malloc(cap * sizeof(*g));
+	double sum = 0;
+
+	if (!g)
+		abort();
+	gap_fill(&io_families[f], seed, g, cap);
+	while (k < cap && (sum += (double)g[k] + ovh) < per_run)
+		k++;
+	*n = k < 20 ? 20 : k;
+	return g;
+}
+
 /* One run of consumer c over gaps g[0..n), for at most wall_ns (then the
  * messages sent so far): the calling thread consumes. */
 static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
@@ -473,16 +492,9 @@ static int run_iothread(void)
 		for (unsigned k = 0; k < nf; k++) {
 			unsigned f = fam[k];
 			/* as many gaps as fit the run's share */
-			size_t cap = (size_t)(per_run / 1000) + 16, n = 0;
-			uint64_t *g = malloc(cap * sizeof(*g));
-			double sum = 0;
-			if (!g)
-				abort();
-			gap_fill(&io_families[f], 0x10700000ull + f * 1000 + (uint64_t)r, g, cap);
-			while (n < cap && (sum += (double)g[n] + ovh[r]) < per_run)
-				n++;
-			if (n < 20)
-				n = 20;
+			size_t n;
+			uint64_t *g = family_gaps(f, 0x10700000ull + f * 1000 + (uint64_t)r,
+						  per_run, ovh[r], &n);
 			for (int j = 0; j < NCONS; j++) {
 				int c = r % 2 ? NCONS - 1 - j : j; /* ABBA: forward, reverse */
 				res[f][r][c] = run_one(c, g, n, (uint64_t)(3 * per_run));
@@ -690,15 +702,9 @@ static int run_contend(void)
 			/* the gaps, as many as fit the share at 10 us of
 			 * overhead per message (a run that overruns 3x its
 			 * share stops early) */
-			size_t cap = (size_t)(per_run / 1000) + 16, n = 0;
-			uint64_t *g = malloc(cap * sizeof(*g));
-			double sum = 0;
-			if (!g)
-				abort();
-			gap_fill(&io_families[f], 0x20700000ull + f * 1000 + (uint64_t)r, g, cap);
-			while (n < cap && (sum += (double)g[n] + 10000) < per_run)
-				n++;
-			n = n < 20 ? 20 : n;
+			size_t n;
+			uint64_t *g = family_gaps(f, 0x20700000ull + f * 1000 + (uint64_t)r,
+						  per_run, 10000, &n);
 			for (int j = 0; j < 4 * CT_N; j++) {
 				int c = r % 2 ? 4 * CT_N - 1 - j : j; /* ABBA */
 				int cc = c / (2 * CT_N), hogs = c / CT_N % 2, on = c % CT_N;

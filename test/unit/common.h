@@ -4,6 +4,7 @@
 #ifndef VSCHED_TEST_COMMON_H
 #define VSCHED_TEST_COMMON_H
 
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -70,19 +71,26 @@ static inline struct vsched_host_ops fake_ops(struct fake_host *h)
 	return ops;
 }
 
+/* A VM with these host ops (NULL: the defaults) and poll params. */
+static inline struct vsched_vm *make_vm_with(const struct vsched_host_ops *ops,
+					     const struct vsched_poll_params *pp)
+{
+	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
+	struct vsched_vm *vm = NULL;
+	cfg.ops = ops;
+	cfg.poll = pp;
+	assert_int_equal(vsched_vm_create(&cfg, &vm), 0);
+	return vm;
+}
+
 static inline struct vsched_vm *make_vm(const struct vsched_host_ops *ops,
 					uint64_t poll_ns)
 {
-	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
 	struct vsched_poll_params pp;
-	struct vsched_vm *vm = NULL;
 	/* 0: never poll; otherwise a fixed window. */
 	vsched_poll_defaults(poll_ns ? VSCHED_POLL_FIXED : VSCHED_POLL_NONE,
 			     poll_ns, &pp);
-	cfg.ops = ops;
-	cfg.poll = &pp;
-	assert_int_equal(vsched_vm_create(&cfg, &vm), 0);
-	return vm;
+	return make_vm_with(ops, &pp);
 }
 
 static inline void declare(struct vsched_vm *vm, unsigned kind,
@@ -105,6 +113,30 @@ static inline struct vsched_vcpu *make_vcpu(struct vsched_vm *vm, unsigned id)
 	struct vsched_vcpu *v = NULL;
 	assert_int_equal(vsched_vcpu_create(vm, id, NULL, &v), 0);
 	return v;
+}
+
+/* make_vm_with() with one request kind `kind` ("req") finalized and
+ * vCPU 0, returned; the VM in *vm. */
+static inline struct vsched_vcpu *vm_req_vcpu(const struct vsched_host_ops *ops,
+					      const struct vsched_poll_params *pp,
+					      unsigned kind, struct vsched_vm **vm)
+{
+	*vm = make_vm_with(ops, pp);
+	declare(*vm, kind, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(*vm, 0), 0);
+	return make_vcpu(*vm, 0);
+}
+
+/* The fds this process has open (leak checks). */
+static inline unsigned open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	unsigned n = 0;
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
 }
 
 static inline struct vsched_vcpu_stats stats_of(struct vsched_vcpu *v)

@@ -81,7 +81,6 @@ struct rig {
 
 static void rig_up(struct rig *r, unsigned policy, uint64_t max_ns)
 {
-	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
 	struct vsched_poll_params pp;
 	memset(r, 0, sizeof(*r));
 	r->h.on_clock = tick;
@@ -92,12 +91,7 @@ static void rig_up(struct rig *r, unsigned policy, uint64_t max_ns)
 	r->ops.no_poll = h_no_poll;
 	r->ops.contended = h_contended;
 	vsched_poll_defaults(policy, max_ns, &pp);
-	cfg.ops = &r->ops;
-	cfg.poll = &pp;
-	assert_int_equal(vsched_vm_create(&cfg, &r->vm), 0);
-	declare(r->vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
-	assert_int_equal(vsched_request_finalize(r->vm, 0), 0);
-	r->v = r->h.vcpu = make_vcpu(r->vm, 0);
+	r->v = r->h.vcpu = vm_req_vcpu(&r->ops, &pp, K_REQ, &r->vm);
 	nlog = 0;
 	hooklog[0] = 0;
 	events_after = ~0u;
@@ -845,7 +839,6 @@ static void test_check_once_reports_fds(void **state)
 static void test_poll_window_sees_fds(void **state)
 {
 	struct vsched_block_result res = { .size = sizeof(res) };
-	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
 	struct vsched_poll_params adaptive;
 	struct vsched_vm *vm;
 	unsigned fd_wakes = 0;
@@ -855,11 +848,7 @@ static void test_poll_window_sees_fds(void **state)
 	 * its deadline (test_short_wait_polls), whatever window the policy
 	 * has learnt, so the poll loop's first fd check finds the fd. */
 	adaptive.sleep_cpu_ns = 1000000000;
-	cfg.poll = &adaptive;
-	assert_int_equal(vsched_vm_create(&cfg, &vm), 0);
-	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
-	assert_int_equal(vsched_request_finalize(vm, 0), 0);
-	struct vsched_vcpu *v = make_vcpu(vm, 0);
+	struct vsched_vcpu *v = vm_req_vcpu(NULL, &adaptive, K_REQ, &vm);
 	int efd = eventfd(1, EFD_NONBLOCK);
 	assert_true(efd >= 0);
 	assert_int_equal(vsched_vcpu_fd_add(v, efd, EPOLLIN, 77), 0);
@@ -890,7 +879,10 @@ static void test_poll_window_sees_fds(void **state)
  * (here given: 1 s) polls to it instead of sleeping: no sleep, a poll
  * attempted and not won (the deadline is no win), the policy's own window
  * (0: POLL_NONE) reported. spin_pct 0 and the guest's poll control each
- * make it sleep; a post meanwhile is a won poll. */
+ * make it sleep; a post meanwhile is a won poll. The deadlines are 20-500
+ * ms away (below the 1 s price), so that no preemption before a halt's
+ * start can leave it a deadline already passed (a check-once, neither
+ * poll nor sleep). */
 static void *post_when_polling(void *arg)
 {
 	struct vsched_vcpu *v = arg;
@@ -908,15 +900,11 @@ static void test_short_wait_polls(void **state)
 	pthread_t th;
 	uint64_t dl;
 	(void)state;
-	assert_int_equal(vsched_vm_create(NULL, &vm), 0);
-	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
-	assert_int_equal(vsched_request_finalize(vm, 0), 0);
-	struct vsched_vcpu *v = make_vcpu(vm, 0);
 	vsched_poll_defaults(VSCHED_POLL_NONE, 0, &pp);
 	pp.sleep_cpu_ns = 1000000000;
-	assert_int_equal(vsched_vcpu_set_poll(v, &pp), 0);
+	struct vsched_vcpu *v = vm_req_vcpu(NULL, &pp, K_REQ, &vm);
 
-	dl = mono_ns() + 5000000;
+	dl = mono_ns() + 50000000;
 	assert_int_equal(vsched_vcpu_block_ex(v, dl, &res), VSCHED_WAKE_DEADLINE);
 	assert_true(mono_ns() >= dl);
 	assert_false(res.poll_won);
@@ -938,7 +926,7 @@ static void test_short_wait_polls(void **state)
 
 	/* The guest's poll control vetoes it: a sleep. */
 	assert_int_equal(vsched_vcpu_set_guest_poll(v, false), 0);
-	dl = mono_ns() + 2000000;
+	dl = mono_ns() + 20000000;
 	assert_int_equal(vsched_vcpu_block(v, dl), VSCHED_WAKE_DEADLINE);
 	assert_true(mono_ns() >= dl);
 	st = stats_of(v);
@@ -951,7 +939,7 @@ static void test_short_wait_polls(void **state)
 	pp.spin_pct = 0;
 	assert_int_equal(vsched_vcpu_set_poll(v, &pp), 0);
 	uint64_t waited = st.halt.halt_wait_ns;
-	dl = mono_ns() + 2000000;
+	dl = mono_ns() + 20000000;
 	assert_int_equal(vsched_vcpu_block(v, dl), VSCHED_WAKE_DEADLINE);
 	assert_true(mono_ns() >= dl);
 	st = stats_of(v);

@@ -19,7 +19,6 @@
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -46,17 +45,6 @@ static void host_idle(void)
 static void host_busy(void)
 {
 	host_load(ncpus + 1);
-}
-
-static unsigned open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	unsigned n = 0;
-	assert_non_null(d);
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
 }
 
 enum { K_REQ = 0 };
@@ -113,7 +101,6 @@ static struct vsched_poll_params params(unsigned policy, uint64_t max_ns,
 static void rig_up(struct rig *r, unsigned policy, uint64_t max_ns,
 		   unsigned mode)
 {
-	struct vsched_vm_config cfg = { .size = sizeof(cfg) };
 	struct vsched_poll_params pp;
 
 	memset(r, 0, sizeof(*r));
@@ -122,12 +109,7 @@ static void rig_up(struct rig *r, unsigned policy, uint64_t max_ns,
 	r->h.on_wait = sleep_then_post;
 	r->ops = fake_ops(&r->h);
 	pp = params(policy, max_ns, mode);
-	cfg.ops = &r->ops;
-	cfg.poll = &pp;
-	assert_int_equal(vsched_vm_create(&cfg, &r->vm), 0);
-	declare(r->vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
-	assert_int_equal(vsched_request_finalize(r->vm, 0), 0);
-	r->v = r->h.vcpu = make_vcpu(r->vm, 0);
+	r->v = r->h.vcpu = vm_req_vcpu(&r->ops, &pp, K_REQ, &r->vm);
 	host_idle();
 	gap_at = post_at = 0;
 	gap_ns = GAP;

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Guest timers with the injectable clock: expiry, semantics, the
  * cancellation policies, and the timer service on the real clock. */
-#include <dirent.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -673,17 +672,6 @@ static void test_service_injected_clock(void **state)
 	assert_int_equal(tstats(t).fired, 1);
 	assert_int_equal(vsched_timer_service_destroy(svc), 0);
 	vsched_vm_destroy(vm);
-}
-
-static unsigned open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	unsigned n = 0;
-	assert_non_null(d);
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
 }
 
 /* Risk (issue 14): vsched_vm_destroy() with the service still attached
