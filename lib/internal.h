@@ -148,7 +148,6 @@ struct vsched__sleeper {
 	struct vsched__late late[2][VSCHED__LATE_CLASSES];
 	uint64_t cpu0;              /* a sampled sleep's thread CPU at its arm, or 0 */
 	uint64_t tfd_at;            /* the timerfd's expiry as last set */
-	uint64_t sleep_cpu_ns;      /* CPU of a sleep: cpu_med's, or the start */
 	struct vsched__median cpu_med; /* measured CPU of a sleep */
 	uint64_t wake_cost_ns;      /* measured latency of a woken sleep (EWMA) */
 	unsigned sleeps;            /* sleeps armed and short waits: sampled */

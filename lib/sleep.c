@@ -452,9 +452,7 @@ uint64_t vsched__learn_sleep_cpu(struct vsched__sleeper *s)
 {
 	uint64_t c = vsched__sample_cpu(s);
 
-	if (c) {
+	if (c)
 		vsched__median_add(&s->cpu_med, c);
-		s->sleep_cpu_ns = s->cpu_med.est;
-	}
 	return c;
 }

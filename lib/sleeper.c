@@ -202,7 +202,6 @@ void vsched__sleeper_init(struct vsched__sleeper *s, struct vsched_vm *vm,
 	s->word = word;
 	s->os = (struct vsched__os_set)VSCHED__OS_SET_INIT;
 	s->tfd_at = TFD_UNKNOWN;
-	s->sleep_cpu_ns = VSCHED_POLL_SLEEP_CPU_NS;
 	s->wake_cost_ns = VSCHED_POLL_WAKE_COST_NS;
 	/* The host-contention back-off: as the params in force ask
 	 * (contention_params()). */
@@ -239,7 +238,7 @@ void vsched__learn(struct vsched__sleeper *s, int id)
 		/* measured here (SLEEP_SAMPLE, vsched__learn_wake_cost()) */
 		struct vsched_poll_params p = s->params;
 		if (!p.sleep_cpu_ns)
-			p.sleep_cpu_ns = s->sleep_cpu_ns;
+			p.sleep_cpu_ns = vsched__measured_sleep_cpu(s);
 		/* This halt's own wakeup where it was timed: its length
 		 * less that is when the wake came (on a loaded host a
 		 * sleeping wakeup varies from 10 to 100 us), else the

@@ -152,10 +152,16 @@ uint64_t vsched__plain_cost(const struct vsched__sleeper *s, uint64_t left);
 /* lib/sleep.c: the lateness, plus a margin, that a timed sleep of `left`
  * ns is planned with. Owner thread. */
 uint64_t vsched__late_for(const struct vsched__sleeper *s, uint64_t left);
-/* The CPU one sleep costs this sleeper's thread: the params' or measured. */
+/* The CPU one sleep costs this sleeper's thread as measured (cpu_med),
+ * VSCHED_POLL_SLEEP_CPU_NS before a sample; the params' when given. */
+static inline uint64_t vsched__measured_sleep_cpu(const struct vsched__sleeper *s)
+{
+	return s->cpu_med.est ? s->cpu_med.est : VSCHED_POLL_SLEEP_CPU_NS;
+}
 static inline uint64_t vsched__sleep_cost(const struct vsched__sleeper *s)
 {
-	return s->params.sleep_cpu_ns ? s->params.sleep_cpu_ns : s->sleep_cpu_ns;
+	return s->params.sleep_cpu_ns ? s->params.sleep_cpu_ns
+				      : vsched__measured_sleep_cpu(s);
 }
 
 /* lib/fds.c: the result's fd tags, the user slots, and a check of the fds
