@@ -69,9 +69,10 @@ static uint64_t early_by(unsigned pct, const struct vsched__late *l,
 
 /* Plan a sleep due at `kd`: early by its class's lateness (of the time
  * left) less the class's `keep` (spin_pct 100: plus MARGIN_PAD, to end on
- * time). An early wakeup spins for at most spin_pct of the time left; one
- * that comes earlier sleeps again, to kd itself (rare: far earlier than
- * the sleeps of its class wake). spin_pct 0 or `exact`: ask for kd. */
+ * time). An early wakeup spins for at most spin_pct of the time left and
+ * (unless spin_pct is 100) a sleep's CPU; one that comes earlier sleeps
+ * again, to kd itself (rare: far earlier than the sleeps of its class
+ * wake). spin_pct 0 or `exact`: ask for kd. */
 static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 		       unsigned mech, bool exact)
 {
@@ -85,6 +86,11 @@ static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 	p->from = vsched__clock_now(NULL);
 	left = kd > p->from ? kd - p->from : 0;
 	p->spin = left / 100 * pct;
+	/* Spinning longer than a sleep's CPU costs more than sleeping
+	 * again (late): a futex timer that the slack lets fire early (at
+	 * another interrupt) wakes up to the slack before its median. */
+	if (pct != 100 && p->spin > vsched__sleep_cost(s))
+		p->spin = vsched__sleep_cost(s);
 	p->late = &s->late[mech][late_class(left)];
 	by = early_by(pct, p->late, mech == LATE_FUTEX ? LATE_START : LATE_START_EPOLL);
 	/* No time to sleep on time (the kernel wakes later than the time
@@ -311,14 +317,14 @@ int vsched__sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
  * without a deadline, or again to the same one, makes no timerfd syscall. */
 static void timer_at(struct vsched__sleeper *s, uint64_t at)
 {
-	if (at == s->tfd_at)
+	if (at == s->tfd_at && at != TFD_UNKNOWN)
 		return;
 	vsched__os_timer_at(&s->os, at);
 	s->tfd_at = at;
 }
 
-/* The `n` events of one epoll_pwait: the kick eventfd and the timerfd are
- * drained (`timer`: it fired), a doorbell is drained (`bell`: look at the
+/* The `n` events of one epoll_pwait: the kick eventfd is drained, the
+ * timerfd is marked unknown (`timer`: it fired), a doorbell is drained (`bell`: look at the
  * condition again), every other ready fd's tag goes to `res`. */
 static void sort_events(struct vsched__sleeper *s, int n,
 			struct vsched_block_result *res, bool *timer, bool *bell)
@@ -329,7 +335,9 @@ static void sort_events(struct vsched__sleeper *s, int n,
 		if (slot == SLOT_EVFD) {
 			vsched__os_drain(s->os.evfd);
 		} else if (slot == SLOT_TFD) {
-			vsched__os_drain(s->os.tfd);
+			/* Not read: the next timer_at() sets it, and a
+			 * timerfd_settime() clears its expirations (the
+			 * baseline loop's read, saved). */
 			s->tfd_at = TFD_UNKNOWN;
 			*timer = true;
 		} else if (vsched__user_slot(s, slot) && s->bell_of[slot - SLOT_USER] &&

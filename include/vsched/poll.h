@@ -138,8 +138,9 @@ struct vsched_poll_params {
 	 * Every policy: how a timed wait ends on time (block.h). A timed
 	 * sleep asks the kernel to wake it early by the lateness its earlier
 	 * sleeps measured and spins for the rest: spin_pct is the most of the
-	 * time left that such a spin may take (a wakeup earlier than that
-	 * sleeps again, to the deadline). Default 25: the median wakeup
+	 * time left that such a spin may take, and below 100 it takes no
+	 * more than a sleep's CPU (a wakeup earlier than that sleeps again,
+	 * to the deadline). Default 25: the median wakeup
 	 * about 4 us after the deadline, with spins that cost at most a
 	 * sixteenth of a sleep's CPU on average (later where wakeups scatter
 	 * more than that buys). 100: on time whatever it costs

@@ -954,10 +954,12 @@ static void test_short_wait_polls(void **state)
  * spin_pct 0 (never early), 25 (the default) and 100 (on time), at timeouts
  * from 0 to 1 ms, each several times so that every class is learnt from
  * its first sample on. The sleep's CPU is given as 0 (measured): the
- * shortest of these may poll rather than sleep. */
+ * shortest of these may poll rather than sleep. Last, spin_pct 25 with the
+ * sleep's CPU given as 1 ns: no early wakeup may spin (a spin would cost
+ * more than a sleep), so every one sleeps again, to the deadline. */
 static void test_timed_never_early(void **state)
 {
-	static const unsigned pcts[] = { 0, 25, 100 };
+	static const unsigned pcts[] = { 0, 25, 100, 25 };
 	static const unsigned tos_us[] = { 0, 3, 10, 20, 50, 100, 200, 500, 1000 };
 	struct vsched_poll_params pp;
 	struct vsched_vm *vm;
@@ -969,9 +971,10 @@ static void test_timed_never_early(void **state)
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);
 	struct vsched_vcpu *v[2] = { make_vcpu(vm, 0), make_vcpu(vm, 1) };
 	assert_int_equal(vsched_vcpu_fd_add(v[1], efd, EPOLLIN, 1), 0);
-	for (unsigned p = 0; p < 3; p++) {
+	for (unsigned p = 0; p < 4; p++) {
 		vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 0, &pp);
 		pp.spin_pct = pcts[p];
+		pp.sleep_cpu_ns = p == 3;
 		for (unsigned k = 0; k < 2; k++) {
 			assert_int_equal(vsched_vcpu_set_poll(v[k], &pp), 0);
 			for (unsigned t = 0; t < sizeof(tos_us) / sizeof(tos_us[0]); t++)
