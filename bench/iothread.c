@@ -12,8 +12,8 @@
  * - vsched: the doc/adopting.md recipe. A waiter whose condition is "the
  *   ring has work", needs-kick in its before_sleep/after_sleep hooks, the
  *   eventfd as a doorbell wake source (vsched_waiter_fd_add() with
- *   VSCHED_FD_DOORBELL: never checked while polling, drained inside the
- *   library); the VM's default policy.
+ *   VSCHED_FD_DOORBELL: never checked while polling, consumed inside the
+ *   library, edge-triggered, with no read); the VM's default policy.
  * - vsched-knob: the same with its own adaptive policy: poll cap 32 us
  *   (QEMU's) unless --io-poll-max-us, latency weight --io-latency-weight.
  * - qemu: QEMU's AioContext loop re-implemented (util/aio-posix.c

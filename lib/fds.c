@@ -102,7 +102,7 @@ static int free_slot(struct vsched__sleeper *s)
 	unsigned n = s->nslots, cap;
 	int *fd_of;
 	uint64_t *tag_of;
-	bool *bell_of;
+	uint8_t *bell_of;
 	struct epoll_event *ev;
 
 	for (unsigned i = 0; i < n; i++)
@@ -124,7 +124,7 @@ static int free_slot(struct vsched__sleeper *s)
 	}
 	for (unsigned i = 0; i < cap; i++) {
 		fd_of[i] = i < n ? s->fd_of[i] : -1;
-		bell_of[i] = i < n && s->bell_of[i];
+		bell_of[i] = i < n ? s->bell_of[i] : 0;
 	}
 	if (n)
 		memcpy(tag_of, s->tag_of, n * sizeof(*tag_of));
@@ -162,7 +162,7 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 	events &= ~(uint32_t)VSCHED_FD_DOORBELL;
 	/* Level-triggered readiness only (no EPOLLET, EPOLLONESHOT,
 	 * EPOLLEXCLUSIVE, EPOLLWAKEUP: each would silence a wake source);
-	 * a doorbell is read by vsched, so it is EPOLLIN alone. */
+	 * a doorbell is vsched's to consume, so it is EPOLLIN alone. */
 	if (fd < 0 || !events || (events & ~FD_EVENTS) || (bell && events != EPOLLIN))
 		return VSCHED_EINVAL;
 	/* vsched reads a doorbell itself, on the owner's thread: a blocking
@@ -188,7 +188,13 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 		rc = VSCHED_ENOMEM;
 		goto undo;
 	}
-	rc = vsched__os_ctl(&s->os, EPOLL_CTL_ADD, fd, events, SLOT_USER + (unsigned)i);
+	/* An eventfd doorbell is held edge-triggered and never read: a
+	 * write rings once, which is all a ring means (look at the
+	 * condition again), and the read that would reset its counter is
+	 * one syscall a sleep saved. Anything else (a pipe) is read. */
+	const uint8_t kind = !bell ? BELL_NONE : vsched__os_is_eventfd(fd) ? BELL_EDGE : BELL_READ;
+	rc = vsched__os_ctl(&s->os, EPOLL_CTL_ADD, fd, kind == BELL_EDGE ? events | EPOLLET : events,
+			    SLOT_USER + (unsigned)i);
 	if (rc == -EEXIST)
 		rc = VSCHED_EEXIST;
 	else if (rc == -ENOSPC) /* the kernel's max_user_watches */
@@ -201,7 +207,7 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 		s->nlook--;
 	s->fd_of[i] = fd;
 	s->tag_of[i] = tag;
-	s->bell_of[i] = bell;
+	s->bell_of[i] = kind;
 	s->nlook += !bell;
 	/* Release: a waker that sees the flag sees s->os.evfd. */
 	atomic_store_explicit(&s->use_evfd, true, memory_order_release);

@@ -137,7 +137,7 @@ struct vsched__sleeper {
 	unsigned nslots;            /* size of fd_of/tag_of, grown by fd_add */
 	int *fd_of;                 /* user fds by slot, -1 when free */
 	uint64_t *tag_of;
-	bool *bell_of;              /* VSCHED_FD_DOORBELL, by slot */
+	uint8_t *bell_of;           /* VSCHED_FD_DOORBELL, by slot: BELL_* */
 	struct epoll_event *ev;     /* nslots + 2 events, for one epoll_pwait */
 	struct vsched_poll_state poll VSCHED__ALIGNED;
 	uint64_t poll_gen;          /* the VM's generation of `params` */

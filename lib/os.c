@@ -3,6 +3,8 @@
  * of an eventfd and a timerfd. The only syscalls the wait paths make. */
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
+#include <string.h>
 #include <linux/futex.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -109,7 +111,8 @@ int vsched__os_set_open(struct vsched__os_set *o)
 		rc = -errno;
 		goto undo;
 	}
-	if ((rc = vsched__os_ctl(o, EPOLL_CTL_ADD, o->evfd, EPOLLIN, VSCHED__OS_EVFD)) ||
+	if ((rc = vsched__os_ctl(o, EPOLL_CTL_ADD, o->evfd, EPOLLIN | EPOLLET,
+				 VSCHED__OS_EVFD)) ||
 	    (rc = vsched__os_ctl(o, EPOLL_CTL_ADD, o->tfd, EPOLLIN, VSCHED__OS_TFD)))
 		goto undo;
 	return 0;
@@ -130,6 +133,17 @@ void vsched__os_signal(const struct vsched__os_set *o)
 	uint64_t one = 1;
 	ssize_t r = write(o->evfd, &one, sizeof(one));
 	(void)r; /* EAGAIN: the counter is saturated, still readable */
+}
+
+bool vsched__os_is_eventfd(int fd)
+{
+	static const char want[] = "anon_inode:[eventfd]";
+	char path[48], link[sizeof(want)];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, link, sizeof(link));
+	return n == (ssize_t)sizeof(want) - 1 && !memcmp(link, want, sizeof(want) - 1);
 }
 
 void vsched__os_drain_all(int fd)

@@ -14,6 +14,7 @@
 #ifndef VSCHED__OS_H
 #define VSCHED__OS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 
@@ -62,8 +63,13 @@ int vsched__os_wait(const struct vsched__os_set *o, struct epoll_event *ev,
  * syscall), or 0 when the kernel refuses it. */
 uint64_t vsched__thread_cpu_ns(void);
 
-/* Signal the eventfd (any thread; a saturated counter is still readable). */
+/* Signal the eventfd (any thread). The set holds it edge-triggered: each
+ * write wakes one epoll_pwait (or is reported by one), and it is never
+ * read (its counter only grows: 2^64 - 2 writes to saturate). */
 void vsched__os_signal(const struct vsched__os_set *o);
+/* Whether `fd` is an eventfd (its /proc/self/fd link; false where /proc
+ * cannot say). Not on a wait path. */
+bool vsched__os_is_eventfd(int fd);
 /* Read and so reset a non-blocking eventfd or timerfd `fd`. */
 void vsched__os_drain(int fd);
 /* The same for a doorbell of any kind: reads of 512 bytes until one comes

@@ -323,9 +323,11 @@ static void timer_at(struct vsched__sleeper *s, uint64_t at)
 	s->tfd_at = at;
 }
 
-/* The `n` events of one epoll_pwait: the kick eventfd is drained, the
- * timerfd is marked unknown (`timer`: it fired), a doorbell is drained (`bell`: look at the
- * condition again), every other ready fd's tag goes to `res`. */
+/* The `n` events of one epoll_pwait: the kick eventfd's ring is consumed
+ * by its report (edge-triggered), the timerfd is marked unknown (`timer`:
+ * it fired), a doorbell's ring is consumed so (an eventfd) or by a read (a
+ * pipe; `bell`: look at the condition again), and every other ready fd's
+ * tag goes to `res`. */
 static void sort_events(struct vsched__sleeper *s, int n,
 			struct vsched_block_result *res, bool *timer, bool *bell)
 {
@@ -333,7 +335,7 @@ static void sort_events(struct vsched__sleeper *s, int n,
 	for (int i = 0; i < n; i++) {
 		uint64_t slot = s->ev[i].data.u64;
 		if (slot == SLOT_EVFD) {
-			vsched__os_drain(s->os.evfd);
+			/* Edge-triggered, never read (lib/os.h). */
 		} else if (slot == SLOT_TFD) {
 			/* Not read: the next timer_at() sets it, and a
 			 * timerfd_settime() clears its expirations (the
@@ -342,7 +344,8 @@ static void sort_events(struct vsched__sleeper *s, int n,
 			*timer = true;
 		} else if (vsched__user_slot(s, slot) && s->bell_of[slot - SLOT_USER] &&
 			   !(s->ev[i].events & (EPOLLHUP | EPOLLERR))) {
-			vsched__os_drain_all(s->fd_of[slot - SLOT_USER]);
+			if (s->bell_of[slot - SLOT_USER] == BELL_READ)
+				vsched__os_drain_all(s->fd_of[slot - SLOT_USER]);
 			*bell = true;
 		} else if (vsched__user_slot(s, slot)) {
 			/* Ready, or a doorbell hung up or in error: reported,

@@ -15,6 +15,12 @@
 #define SLOT_EVFD VSCHED__OS_EVFD
 #define SLOT_TFD VSCHED__OS_TFD
 #define SLOT_USER VSCHED__OS_USER
+/* bell_of[slot]: not a doorbell; a doorbell read when it rings (a pipe);
+ * an eventfd doorbell, held edge-triggered and never read (each write
+ * rings once: no read syscall a ring). */
+#define BELL_NONE 0
+#define BELL_READ 1
+#define BELL_EDGE 2
 #define FIRST_SLOTS 8 /* the fd tables grow from this, doubling */
 #define TFD_UNKNOWN (VSCHED_DEADLINE_NONE - 1) /* fired or never set */
 

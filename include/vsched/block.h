@@ -203,7 +203,7 @@ struct vsched_block_result {
  * States (lib/contract.h): OUTSIDE_GUEST only.
  * Context: the vCPU's own thread, outside guest mode. Pairs with the barrier
  * in vsched_post() and vsched_vcpu_kick(). Syscalls: futex or epoll_pwait,
- * read/write on its eventfd, timerfd_settime, clock_gettime.
+ * read of a pipe doorbell, timerfd_settime, clock_gettime.
  */
 VSCHED_API int vsched_vcpu_block_ex(struct vsched_vcpu *vcpu,
 				    uint64_t deadline_ns,
@@ -268,11 +268,13 @@ VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
  * fd is a doorbell, an eventfd (or pipe) that its writer writes only after
  * it saw the owner's "needs kick" armed, i.e. only while the owner sleeps
  * (the virtio ioeventfd of doc/adopting.md's I/O thread). vsched never
- * checks it while polling (no epoll_pwait every VSCHED_FD_CHECK_NS), reads
- * it itself when it rings (reads of 512 bytes until one is short: one for
- * an eventfd, whose counter it resets; an EFD_SEMAPHORE eventfd gives one
- * count a read and rings again at the next sleep), so it must be
- * O_NONBLOCK (else fd_add refuses it, VSCHED_EINVAL), and
+ * checks it while polling (no epoll_pwait every VSCHED_FD_CHECK_NS). An
+ * eventfd (as /proc/self/fd names it) is registered edge-triggered and
+ * never read: each write rings once, and its counter is left as the
+ * writers make it (no read syscall a sleep; read or write it as you
+ * like). Any other doorbell (a pipe) vsched reads itself when it rings
+ * (reads of 512 bytes until one is short). It must be O_NONBLOCK (else
+ * fd_add refuses it, VSCHED_EINVAL). vsched
  * never reports it: a ring only makes the owner look at its condition (a
  * waiter's cond, a vCPU's requests and event) again, and return for that,
  * or sleep again when the ring was left over from an earlier sleep.

@@ -7,6 +7,11 @@
  * own needs-kick flag, then the engine arms BLOCKED, full barrier,
  * re-checks the ring, and sleeps in epoll_pwait on the ioeventfd; after
  * every sleep, after_sleep clears the flag and the consumer drains the ring.
+ * The ioeventfd is edge-triggered and never read (lib/fds.c): a ring is
+ * consumed by the epoll_pwait that reports it, the sleep's or any fd look
+ * of a poll window (the waiter's other fds), so a ring that comes while
+ * the consumer polls may be gone before it sleeps: the re-check, not the
+ * ring, must find what was published before the flag was seen armed.
  * The producer (the guest) publishes an entry, full barrier, reads the
  * flag, and notifies the ioeventfd only when it is set. Memory is
  * sequentially consistent here: the store->load pair and its barriers are
@@ -15,11 +20,14 @@
  * Property: no lost wakeup: whenever everything is stuck with the consumer
  * asleep, the ring is empty (an invalid end state otherwise).
  *
- * Broken variant (must fail):
+ * Broken variants (must fail):
  *   -DHOOK_AFTER_RECHECK  before_sleep runs after the engine's re-check
  *                         (the flag is armed too late: a producer that
  *                         published and read the flag in between is
  *                         never seen)
+ *   -DLOOK_AFTER_RECHECK  an fd look between the re-check and the sleep
+ *                         (it would consume the ring the sleep waits for:
+ *                         no code path may look there)
  */
 
 #define NP 2 /* entries the producer publishes */
@@ -35,7 +43,12 @@ proctype consumer()
 	do
 	:: consumed == NP -> break
 	:: else ->
-		/* Poll window: the condition only. */
+		/* Poll window: the condition, and an fd look that may
+		 * consume a pending ring (edge-triggered). */
+		if
+		:: ioeventfd = 0
+		:: skip
+		fi;
 		if
 		:: ring > 0 -> atomic { ring--; consumed++ }
 		:: else ->
@@ -48,6 +61,12 @@ proctype consumer()
 			:: else ->
 #ifdef HOOK_AFTER_RECHECK
 				needs_kick = 1;
+#endif
+#ifdef LOOK_AFTER_RECHECK
+				if
+				:: ioeventfd = 0
+				:: skip
+				fi;
 #endif
 				atomic { asleep = 1; (ioeventfd == 1) };
 				atomic { asleep = 0; ioeventfd = 0 }

@@ -47,6 +47,7 @@ destroy.pml POLL_STORE fail
 destroy.pml REACH_ASLEEP_AFTER_DESTROY fail
 needskick.pml - pass
 needskick.pml HOOK_AFTER_RECHECK fail
+needskick.pml LOOK_AFTER_RECHECK fail
 PLAN
 
 while read -r model variant expect; do

@@ -1396,9 +1396,10 @@ static void test_wait_error_is_reported(void **state)
 }
 
 /* A doorbell fd (VSCHED_FD_DOORBELL, issue 23): never checked while
- * polling, drained inside the library, and not a reason by itself: a ring
- * left over from an earlier sleep sends the waiter back to sleep, a ring
- * with the condition true returns for the condition. */
+ * polling, consumed inside the library (an eventfd by its edge-triggered
+ * report, never read; a pipe by a read), and not a reason by itself: a
+ * ring left over from an earlier sleep sends the waiter back to sleep, a
+ * ring with the condition true returns for the condition. */
 static _Atomic int bell_cond;
 static bool bell_ready(void *arg)
 {
@@ -1458,15 +1459,30 @@ static void test_doorbell_fd(void **state)
 	assert_int_equal(vsched_waiter_fd_del(w, plain), 0);
 	atomic_store(&bell_asleep, 0);
 
-	/* Asleep: a stale ring (the condition false) is drained, not
-	 * reported, and the waiter sleeps on to its deadline. */
+	/* Asleep: a stale ring (the condition false) is consumed, not
+	 * reported, and the waiter sleeps on to its deadline. The eventfd
+	 * was not read: its count is the writer's. */
 	vsched_poll_defaults(VSCHED_POLL_NONE, 0, &pp);
 	assert_int_equal(vsched_waiter_set_poll(w, &pp), 0);
 	assert_int_equal(eventfd_write(bell, 1), 0);
 	assert_int_equal(vsched_waiter_wait(w, vsched_now_ns(vm) + 20000000, &res),
 			 VSCHED_WAKE_DEADLINE);
 	assert_int_equal(res.nready_total, 0);
-	assert_int_equal(eventfd_read(bell, &v), -1); /* drained: EAGAIN */
+	assert_int_equal(eventfd_read(bell, &v), 0);
+	assert_int_equal(v, 1);
+	/* A pipe doorbell is read: the same stale ring leaves it empty. */
+	int pp2[2];
+	char byte = 1;
+	assert_int_equal(pipe2(pp2, O_NONBLOCK), 0);
+	assert_int_equal(vsched_waiter_fd_add(w, pp2[0], EPOLLIN | VSCHED_FD_DOORBELL, 3), 0);
+	assert_int_equal(write(pp2[1], &byte, 1), 1);
+	assert_int_equal(vsched_waiter_wait(w, vsched_now_ns(vm) + 20000000, &res),
+			 VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.nready_total, 0);
+	assert_int_equal(read(pp2[0], &byte, 1), -1); /* drained: EAGAIN */
+	assert_int_equal(vsched_waiter_fd_del(w, pp2[0]), 0);
+	close(pp2[0]);
+	close(pp2[1]);
 	/* A ring with the condition true, while it sleeps: returned for the
 	 * condition. */
 	pthread_t t;
@@ -1482,6 +1498,94 @@ static void test_doorbell_fd(void **state)
 	close(plain);
 	assert_int_equal(vsched_waiter_destroy(w), 0);
 	vsched_vm_destroy(vm);
+}
+
+/* Edge-triggered rings lose no wakeup: a producer publishes messages one
+ * at a time and rings only when the consumer's before_sleep armed its
+ * flag (the virtio pattern), through an eventfd doorbell (never read by
+ * vsched) or through vsched_waiter_kick() (the waiter's own eventfd, never
+ * read either); a plain fd beside the doorbell makes every poll window
+ * look at the fds (a look consumes an edge-triggered ring too). Every
+ * message is seen; none of the waits reaches its 10 s deadline. */
+static _Atomic unsigned pp_published, pp_seen;
+static _Atomic int pp_armed;
+static struct vsched_waiter *pp_w;
+static int pp_bell; /* -1: kick the waiter instead */
+static bool pp_cond(void *arg)
+{
+	(void)arg;
+	return atomic_load(&pp_published) != atomic_load(&pp_seen);
+}
+static void pp_before(struct vsched_waiter *w, void *arg)
+{
+	(void)w, (void)arg;
+	atomic_store(&pp_armed, 1); /* seq_cst; the engine's barrier follows */
+}
+static void pp_after(struct vsched_waiter *w, void *arg)
+{
+	(void)w, (void)arg;
+	atomic_store(&pp_armed, 0);
+}
+enum { PP_MSGS = 400 };
+static void *pp_producer(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < PP_MSGS; i++) {
+		while (atomic_load(&pp_seen) != i)
+			sched_yield(); /* one message in flight */
+		if (i % 3 == 0)
+			usleep(50); /* some find the consumer asleep */
+		atomic_fetch_add(&pp_published, 1);
+		if (atomic_load(&pp_armed)) {
+			if (pp_bell >= 0)
+				assert_int_equal(eventfd_write(pp_bell, 1), 0);
+			else
+				vsched_waiter_kick(pp_w);
+		}
+	}
+	return NULL;
+}
+
+static void test_edge_rings(void **state)
+{
+	struct vsched_poll_params pp;
+	(void)state;
+	for (int mode = 0; mode < 2; mode++) {
+		struct vsched_vm *vm = make_vm(NULL, 0);
+		assert_int_equal(vsched_request_finalize(vm, 0), 0);
+		struct vsched_waiter_config c = {
+			.size = sizeof(c), .cond = pp_cond,
+			.before_sleep = pp_before, .after_sleep = pp_after,
+		};
+		assert_int_equal(vsched_waiter_create_ex(vm, &c, &pp_w), 0);
+		int bell = eventfd(0, EFD_NONBLOCK), plain = eventfd(0, EFD_NONBLOCK);
+		assert_int_equal(vsched_waiter_fd_add(pp_w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
+		assert_int_equal(vsched_waiter_fd_add(pp_w, plain, EPOLLIN, 2), 0);
+		pp_bell = mode == 0 ? bell : -1;
+		/* Short poll windows: some messages are caught polling, with
+		 * fd checks, and some asleep. */
+		vsched_poll_defaults(VSCHED_POLL_FIXED, 20000, &pp);
+		assert_int_equal(vsched_waiter_set_poll(pp_w, &pp), 0);
+		atomic_store(&pp_published, 0);
+		atomic_store(&pp_seen, 0);
+		pthread_t t;
+		assert_int_equal(pthread_create(&t, NULL, pp_producer, NULL), 0);
+		for (unsigned i = 0; i < PP_MSGS; i++) {
+			int rc = vsched_waiter_wait(pp_w, vsched_now_ns(vm) + 10000000000ull, NULL);
+			assert_int_equal(rc, VSCHED_WAKE_REQUEST);
+			atomic_fetch_add(&pp_seen, 1);
+		}
+		assert_int_equal(pthread_join(t, NULL), 0);
+		/* Rings woke sleeps (at least the messages sent 50 us late). */
+		struct vsched_halt_stats st;
+		assert_int_equal(vsched_waiter_stats(pp_w, &st), 0);
+		assert_true(st.halt_wakeup + st.halt_successful_poll <= PP_MSGS);
+		assert_true(st.halt_wait_ns > 0);
+		close(bell);
+		close(plain);
+		assert_int_equal(vsched_waiter_destroy(pp_w), 0);
+		vsched_vm_destroy(vm);
+	}
 }
 
 /* Review of the doorbell and fd code (issue 23/22): a doorbell that keeps
@@ -1598,6 +1702,7 @@ int main(void)
 		cmocka_unit_test(test_doorbell_review),
 		cmocka_unit_test(test_short_wait_polls),
 		cmocka_unit_test(test_timed_never_early),
+		cmocka_unit_test(test_edge_rings),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
