@@ -1426,21 +1426,31 @@ static void bell_after(struct vsched_waiter *w, void *arg)
 	(void)w, (void)arg;
 }
 
+/* A waiter on a fresh VM with `cond` and the needs-kick hooks. */
+static struct vsched_waiter *hooked_waiter(struct vsched_vm **vm, bool (*cond)(void *),
+					   void (*before)(struct vsched_waiter *, void *),
+					   void (*after)(struct vsched_waiter *, void *))
+{
+	struct vsched_waiter_config c = {
+		.size = sizeof(c), .cond = cond, .before_sleep = before, .after_sleep = after,
+	};
+	struct vsched_waiter *w;
+
+	*vm = make_vm(NULL, 0);
+	assert_int_equal(vsched_request_finalize(*vm, 0), 0);
+	assert_int_equal(vsched_waiter_create_ex(*vm, &c, &w), 0);
+	return w;
+}
+
 static void test_doorbell_fd(void **state)
 {
 	struct vsched_block_result res = { .size = sizeof(res) };
 	struct vsched_poll_params pp;
-	struct vsched_waiter *w;
+	struct vsched_vm *vm;
 	uint64_t v;
 	(void)state;
 
-	struct vsched_vm *vm = make_vm(NULL, 0);
-	assert_int_equal(vsched_request_finalize(vm, 0), 0);
-	struct vsched_waiter_config c = {
-		.size = sizeof(c), .cond = bell_ready,
-		.before_sleep = bell_before, .after_sleep = bell_after,
-	};
-	assert_int_equal(vsched_waiter_create_ex(vm, &c, &w), 0);
+	struct vsched_waiter *w = hooked_waiter(&vm, bell_ready, bell_before, bell_after);
 	int bell = eventfd(0, EFD_NONBLOCK), plain = eventfd(0, EFD_NONBLOCK);
 	assert_int_equal(vsched_waiter_fd_add(w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
 
@@ -1551,13 +1561,8 @@ static void test_edge_rings(void **state)
 	struct vsched_poll_params pp;
 	(void)state;
 	for (int mode = 0; mode < 2; mode++) {
-		struct vsched_vm *vm = make_vm(NULL, 0);
-		assert_int_equal(vsched_request_finalize(vm, 0), 0);
-		struct vsched_waiter_config c = {
-			.size = sizeof(c), .cond = pp_cond,
-			.before_sleep = pp_before, .after_sleep = pp_after,
-		};
-		assert_int_equal(vsched_waiter_create_ex(vm, &c, &pp_w), 0);
+		struct vsched_vm *vm;
+		pp_w = hooked_waiter(&vm, pp_cond, pp_before, pp_after);
 		int bell = eventfd(0, EFD_NONBLOCK), plain = eventfd(0, EFD_NONBLOCK);
 		assert_int_equal(vsched_waiter_fd_add(pp_w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
 		assert_int_equal(vsched_waiter_fd_add(pp_w, plain, EPOLLIN, 2), 0);
@@ -1605,19 +1610,13 @@ static void *kick_later(void *arg)
 static void test_doorbell_review(void **state)
 {
 	struct vsched_block_result res = { .size = sizeof(res) };
-	struct vsched_waiter *w;
+	struct vsched_vm *vm;
 	int p[2];
 	pthread_t t;
 	(void)state;
 
-	struct vsched_vm *vm = make_vm(NULL, 0);
-	assert_int_equal(vsched_request_finalize(vm, 0), 0);
-	struct vsched_waiter_config c = {
-		.size = sizeof(c), .cond = bell_ready,
-		.before_sleep = bell_before, .after_sleep = bell_after,
-	};
 	atomic_store(&bell_cond, 0);
-	assert_int_equal(vsched_waiter_create_ex(vm, &c, &w), 0);
+	struct vsched_waiter *w = hooked_waiter(&vm, bell_ready, bell_before, bell_after);
 	/* A semaphore eventfd with a count no drain empties: it rings at
 	 * every sleep, for a false condition. */
 	int sem = eventfd(0, EFD_NONBLOCK | EFD_SEMAPHORE);
