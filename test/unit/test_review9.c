@@ -1,0 +1,755 @@
+/* SPDX-License-Identifier: MIT */
+/* Review 9, of 000a9dc (the epoll sleep never reads its fired timerfd) and
+ * 4f2a2f3 (the kick eventfd and an eventfd doorbell are edge-triggered and
+ * never read): rings that a look consumes, fired timers left readable,
+ * doorbells re-added, shared or readable at fd_add, the timer service's
+ * edge-triggered stop, destroy with rings pending, and the claim that no
+ * read is made on these wait paths (under a seccomp filter without read).
+ * Deadlines here are hang guards only (10 s); nothing asserts a duration. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define GUARD_NS 10000000000ull /* a hang guard, never a timing claim */
+
+static uint64_t mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A condition that counts its calls: a busy loop of the engine (a ring
+ * or a timer reported at every epoll_pwait) calls it without end. */
+static atomic_uint cc_calls;
+static atomic_int cc_flag;
+static bool cc_cond(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&cc_calls, 1);
+	return atomic_load(&cc_flag) != 0;
+}
+
+/* --- 1. A doorbell ring consumed by the timed sleep's own fd look ------
+ *
+ * lib/sleep.c, vsched__sleep_epoll(): a timerfd that fired early (asked
+ * before the deadline) is spun to the deadline, then the fds are looked at
+ * once more with vsched__collect_ready() (an epoll_pwait(0)), which now
+ * consumes an edge-triggered doorbell's ring and drops it (it reports
+ * only non-doorbell fds). When the VM's clock has not reached the
+ * deadline (an injected clock: a paused guest's, a simulator's), the
+ * sleep then sleeps again without looking at the condition: the ring is
+ * lost and the waiter sleeps on to its deadline with its condition true.
+ * Before 4f2a2f3 the doorbell was level-triggered: the look left it
+ * readable for the next epoll_pwait.
+ *
+ * The VM's clock here stands still (as a paused guest's does), so each
+ * wait re-plans its 250 us timer again and again, each time spinning the
+ * early part (spin_pct 100: the learnt lateness plus 2 us, at most
+ * LATE_MAX + 2 us < 250 us, so every round has a spin and a look). A
+ * producer publishes one message at a time, at a random moment after the
+ * consumer's before_sleep armed its needs-kick flag, and rings (the
+ * eventfd doorbell, or vsched_waiter_kick() as the control: the kick is
+ * covered by the word) when it sees the flag. A message whose wait does
+ * not return within 10 s of real time was lost: the guard moves the
+ * clock past the deadline and the wait returns VSCHED_WAKE_DEADLINE. */
+static _Atomic uint64_t fz_now = 1000000000000ull;
+static uint64_t frozen_now(void *ctx)
+{
+	(void)ctx;
+	return atomic_load(&fz_now);
+}
+
+static _Atomic unsigned lr_published, lr_seen;
+static atomic_int lr_armed, lr_stop;
+static struct vsched_waiter *lr_w;
+static int lr_bell; /* -1: vsched_waiter_kick() */
+static _Atomic unsigned lr_lost = ~0u;
+static bool lr_cond(void *arg)
+{
+	(void)arg;
+	return atomic_load(&lr_published) != atomic_load(&lr_seen);
+}
+static void lr_before(struct vsched_waiter *w, void *arg)
+{
+	(void)w, (void)arg;
+	atomic_store(&lr_armed, 1);
+}
+static void lr_after(struct vsched_waiter *w, void *arg)
+{
+	(void)w, (void)arg;
+	atomic_store(&lr_armed, 0);
+}
+
+enum { LR_MSGS = 3000 };
+static void *lr_producer(void *arg)
+{
+	unsigned seed = 12345;
+	(void)arg;
+	for (unsigned i = 0; i < LR_MSGS && !atomic_load(&lr_stop); i++) {
+		while (atomic_load(&lr_seen) != i)
+			sched_yield();
+		/* Armed: the consumer sleeps or is about to; then a random
+		 * moment within about two of its 250 us rounds. */
+		uint64_t t0 = mono();
+		while (!atomic_load(&lr_armed) && mono() - t0 < GUARD_NS)
+			sched_yield();
+		uint64_t until = mono() + rand_r(&seed) % 500000;
+		while (mono() < until)
+			;
+		atomic_fetch_add(&lr_published, 1);
+		if (atomic_load(&lr_armed)) {
+			if (lr_bell >= 0)
+				assert_int_equal(eventfd_write(lr_bell, 1), 0);
+			else
+				vsched_waiter_kick(lr_w);
+		}
+		/* The hang guard: 10 s of real time for a wait that, its
+		 * ring seen, returns within a round. */
+		t0 = mono();
+		while (atomic_load(&lr_seen) == i && mono() - t0 < GUARD_NS)
+			usleep(100);
+		if (atomic_load(&lr_seen) == i) {
+			atomic_store(&lr_lost, i);
+			atomic_fetch_add(&fz_now, 1000000000000ull); /* release it */
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void lost_ring_run(bool doorbell)
+{
+	struct vsched_host_ops ops = { .now_ns = frozen_now };
+	struct vsched_poll_params pp;
+	pthread_t t;
+
+	vsched_poll_defaults(VSCHED_POLL_NONE, 0, &pp);
+	pp.spin_pct = 100;
+	struct vsched_vm *vm = make_vm_with(&ops, &pp);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_waiter_config c = {
+		.size = sizeof(c), .cond = lr_cond,
+		.before_sleep = lr_before, .after_sleep = lr_after,
+	};
+	assert_int_equal(vsched_waiter_create_ex(vm, &c, &lr_w), 0);
+	int bell = eventfd(0, EFD_NONBLOCK), plain = eventfd(0, EFD_NONBLOCK);
+	assert_true(bell >= 0 && plain >= 0);
+	assert_int_equal(vsched_waiter_fd_add(lr_w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
+	/* A plain fd beside it: the timed sleep looks at the fds after its
+	 * spin (nlook != 0). Never ready. */
+	assert_int_equal(vsched_waiter_fd_add(lr_w, plain, EPOLLIN, 2), 0);
+	lr_bell = doorbell ? bell : -1;
+	atomic_store(&lr_published, 0);
+	atomic_store(&lr_seen, 0);
+	atomic_store(&lr_stop, 0);
+	atomic_store(&lr_lost, ~0u);
+	assert_int_equal(pthread_create(&t, NULL, lr_producer, NULL), 0);
+	unsigned i, lost = ~0u;
+	int rc = 0;
+	for (i = 0; i < LR_MSGS; i++) {
+		rc = vsched_waiter_wait(lr_w, atomic_load(&fz_now) + 250000, NULL);
+		if (rc != VSCHED_WAKE_REQUEST) {
+			lost = i;
+			break;
+		}
+		atomic_fetch_add(&lr_seen, 1);
+	}
+	atomic_store(&lr_stop, 1);
+	atomic_fetch_add(&lr_seen, 1); /* a producer waiting for it moves on */
+	assert_int_equal(pthread_join(t, NULL), 0);
+	close(bell);
+	close(plain);
+	assert_int_equal(vsched_waiter_destroy(lr_w), 0);
+	vsched_vm_destroy(vm);
+	if (lost != ~0u)
+		fail_msg("%s: message %u of %u was published and rung for while the "
+			 "waiter slept, and its wait returned %d (%s) only after "
+			 "the 10 s guard moved the clock: the ring was lost",
+			 doorbell ? "eventfd doorbell" : "kick", lost, LR_MSGS, rc,
+			 rc == VSCHED_WAKE_DEADLINE ? "VSCHED_WAKE_DEADLINE" : "other");
+}
+
+static void test_frozen_clock_kick(void **state)
+{
+	(void)state;
+	lost_ring_run(false);
+}
+
+static void test_frozen_clock_doorbell(void **state)
+{
+	(void)state;
+	lost_ring_run(true);
+}
+
+/* The same for a vCPU (its doorbell rings "look at the requests and the
+ * event again"): the host's event is published, then the doorbell rung
+ * (every time: no needs-kick flag); each block must return for the event,
+ * not sleep on to a deadline the frozen clock never reaches. */
+static atomic_int vr_event;
+static _Atomic unsigned vr_seen;
+static struct vsched_vcpu *vr_v;
+static bool vr_has_event(struct vsched_vcpu *v, void *ctx)
+{
+	(void)v, (void)ctx;
+	return atomic_load(&vr_event) != 0;
+}
+static void *vr_producer(void *arg)
+{
+	unsigned seed = 54321;
+	int bell = (int)(intptr_t)arg;
+	for (unsigned i = 0; i < LR_MSGS && !atomic_load(&lr_stop); i++) {
+		uint64_t t0 = mono();
+		while (atomic_load(&vr_seen) != i)
+			sched_yield();
+		while (vsched_vcpu_mode(vr_v) != VSCHED_MODE_BLOCKED && mono() - t0 < GUARD_NS)
+			sched_yield();
+		uint64_t until = mono() + rand_r(&seed) % 500000;
+		while (mono() < until)
+			;
+		atomic_store(&vr_event, 1);
+		assert_int_equal(eventfd_write(bell, 1), 0);
+		t0 = mono();
+		while (atomic_load(&vr_seen) == i && mono() - t0 < GUARD_NS)
+			usleep(100);
+		if (atomic_load(&vr_seen) == i) {
+			atomic_fetch_add(&fz_now, 1000000000000ull); /* release it */
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void test_frozen_clock_vcpu_doorbell(void **state)
+{
+	struct vsched_host_ops ops = { .now_ns = frozen_now, .has_event = vr_has_event };
+	struct vsched_poll_params pp;
+	struct vsched_vm *vm;
+	pthread_t t;
+	(void)state;
+
+	vsched_poll_defaults(VSCHED_POLL_NONE, 0, &pp);
+	pp.spin_pct = 100;
+	vr_v = vm_req_vcpu(&ops, &pp, 1, &vm);
+	int bell = eventfd(0, EFD_NONBLOCK), plain = eventfd(0, EFD_NONBLOCK);
+	assert_int_equal(vsched_vcpu_fd_add(vr_v, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
+	assert_int_equal(vsched_vcpu_fd_add(vr_v, plain, EPOLLIN, 2), 0);
+	atomic_store(&vr_seen, 0);
+	atomic_store(&vr_event, 0);
+	atomic_store(&lr_stop, 0);
+	assert_int_equal(pthread_create(&t, NULL, vr_producer, (void *)(intptr_t)bell), 0);
+	unsigned i, lost = ~0u;
+	int rc = 0;
+	for (i = 0; i < LR_MSGS; i++) {
+		rc = vsched_vcpu_block(vr_v, atomic_load(&fz_now) + 250000);
+		if (rc != VSCHED_WAKE_EVENT) {
+			lost = i;
+			break;
+		}
+		atomic_store(&vr_event, 0);
+		atomic_fetch_add(&vr_seen, 1);
+	}
+	atomic_store(&lr_stop, 1);
+	atomic_fetch_add(&vr_seen, 1);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	vsched_vm_destroy(vm);
+	close(bell);
+	close(plain);
+	if (lost != ~0u)
+		fail_msg("vCPU doorbell: event %u of %u was published and rung for, and "
+			 "its block returned %d (%s) only after the 10 s guard moved "
+			 "the clock: the ring was lost",
+			 lost, LR_MSGS, rc,
+			 rc == VSCHED_WAKE_DEADLINE ? "VSCHED_WAKE_DEADLINE" : "other");
+}
+
+/* --- 2. No busy loop: a fired timerfd is left readable ----------------
+ *
+ * After a timed sleep whose timerfd fired (and was not read), sleeps
+ * without a deadline, to UINT64_MAX - 1 (the value TFD_UNKNOWN has), at
+ * spin_pct 0 (the kernel asked for the deadline itself), a guest timer
+ * earlier than the caller's deadline, then none: each sleep ends only at
+ * its kick, and the sleeps count no spurious wakeup (a readable timerfd
+ * left armed would be reported by every epoll_pwait). */
+static void *kick_vcpu_later(void *arg)
+{
+	struct vsched_vcpu *v = arg;
+	uint64_t t0 = mono();
+	while (vsched_vcpu_mode(v) != VSCHED_MODE_BLOCKED && mono() - t0 < GUARD_NS)
+		usleep(100);
+	usleep(20000); /* asleep a while: a busy loop would count */
+	assert_int_equal(vsched_post(v, 1), 0);
+	return NULL;
+}
+
+static void block_until_post(struct vsched_vcpu *v, uint64_t deadline)
+{
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, kick_vcpu_later, v), 0);
+	assert_int_equal(vsched_vcpu_block(v, deadline), VSCHED_WAKE_REQUEST);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(vsched_service(v), 1);
+}
+
+static void test_fired_timer_no_busy_loop(void **state)
+{
+	struct vsched_poll_params pp;
+	struct vsched_vm *vm;
+	struct vsched_timer *tm;
+	(void)state;
+
+	for (unsigned pct = 0; pct <= 100; pct += 25) {
+		vsched_poll_defaults(VSCHED_POLL_NONE, 0, &pp);
+		pp.spin_pct = pct;
+		struct vsched_vcpu *v = vm_req_vcpu(NULL, &pp, 1, &vm);
+		int efd = eventfd(0, EFD_NONBLOCK);
+		assert_int_equal(vsched_vcpu_fd_add(v, efd, EPOLLIN, 1), 0);
+		struct vsched_timer_desc tc = { .size = sizeof(tc), .name = "t", .kind = 1 };
+		assert_int_equal(vsched_timer_create(v, &tc, &tm), 0);
+
+		/* A timer that fires (1 ms), then no deadline. */
+		assert_int_equal(vsched_vcpu_block(v, mono() + 1000000), VSCHED_WAKE_DEADLINE);
+		block_until_post(v, VSCHED_DEADLINE_NONE);
+		/* Fired again, then the deadline TFD_UNKNOWN stands for. */
+		assert_int_equal(vsched_vcpu_block(v, mono() + 1000000), VSCHED_WAKE_DEADLINE);
+		block_until_post(v, VSCHED_DEADLINE_NONE - 1);
+		block_until_post(v, VSCHED_DEADLINE_NONE - 1); /* the same again */
+		/* A guest timer (2 ms) before the caller's deadline: it fires
+		 * and is posted (the timerfd left readable), then a sleep
+		 * with no deadline. */
+		assert_int_equal(vsched_timer_arm(tm, mono() + 2000000), 0);
+		assert_int_equal(vsched_vcpu_block(v, mono() + GUARD_NS), VSCHED_WAKE_REQUEST);
+		assert_int_equal(vsched_service(v), 1);
+		block_until_post(v, VSCHED_DEADLINE_NONE);
+		/* A guest timer disarmed while the vCPU sleeps to it. */
+		assert_int_equal(vsched_timer_arm(tm, mono() + 2000000), 0);
+		assert_int_equal(vsched_timer_disarm(tm), 0);
+		block_until_post(v, VSCHED_DEADLINE_NONE);
+
+		struct vsched_vcpu_stats st = stats_of(v);
+		if (st.spurious_wakeups)
+			fail_msg("spin_pct %u: %llu spurious wakeups", pct,
+				 (unsigned long long)st.spurious_wakeups);
+		vsched_vm_destroy(vm);
+		close(efd);
+	}
+}
+
+/* --- 3. Doorbells at fd_add, re-added, replaced, semaphore -------------
+ *
+ * An eventfd doorbell already readable when added (the writers' counter,
+ * never read by vsched, is never 0 again after a first ring) is one stale
+ * ring: a wait for a false condition sleeps to its deadline, with a
+ * handful of condition calls, not one per epoll_pwait. The same after
+ * fd_del and fd_add of the same eventfd, for an EFD_SEMAPHORE eventfd,
+ * and for a pipe (read, so level-triggered) that took an eventfd's
+ * number; and an eventfd that took a pipe's number is edge-triggered
+ * again (never read: its count stays the writer's). */
+static void wait_false_cond(struct vsched_waiter *w, const char *what)
+{
+	struct vsched_block_result res = { .size = sizeof(res) };
+	atomic_store(&cc_calls, 0);
+	int rc = vsched_waiter_wait(w, mono() + 20000000, &res);
+	unsigned calls = atomic_load(&cc_calls);
+	if (rc != VSCHED_WAKE_DEADLINE || res.nready_total)
+		fail_msg("%s: wait returned %d with %u ready fds", what, rc,
+			 res.nready_total);
+	/* First look, re-check, and a re-check per stale ring round. */
+	if (calls > 8)
+		fail_msg("%s: the condition was looked at %u times in one wait "
+			 "(a ring reported at every epoll_pwait)", what, calls);
+}
+
+static void test_doorbell_readable_at_add(void **state)
+{
+	struct vsched_waiter *w;
+	uint64_t v;
+	(void)state;
+
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	atomic_store(&cc_flag, 0);
+	assert_int_equal(vsched_waiter_create(vm, cc_cond, NULL, &w), 0);
+	int bell = eventfd(5, EFD_NONBLOCK);
+	assert_int_equal(vsched_waiter_fd_add(w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
+	wait_false_cond(w, "eventfd readable at fd_add");
+	wait_false_cond(w, "eventfd readable, second wait");
+	assert_int_equal(vsched_waiter_fd_del(w, bell), 0);
+	assert_int_equal(vsched_waiter_fd_add(w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
+	wait_false_cond(w, "the same eventfd re-added");
+	assert_int_equal(eventfd_read(bell, &v), 0);
+	assert_int_equal(v, 5); /* never read by vsched */
+
+	/* A pipe doorbell under the eventfd's number (fd_del, close,
+	 * pipe): read, so a byte written is drained. */
+	assert_int_equal(vsched_waiter_fd_del(w, bell), 0);
+	close(bell);
+	int p[2];
+	assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+	int moved = p[0] == bell ? p[0] : dup2(p[0], bell);
+	assert_int_equal(moved, bell);
+	if (p[0] != bell)
+		close(p[0]);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	assert_int_equal(vsched_waiter_fd_add(w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 2), 0);
+	wait_false_cond(w, "pipe under the eventfd's number");
+	char b;
+	assert_int_equal(read(bell, &b, 1), -1); /* drained by vsched */
+	assert_int_equal(errno, EAGAIN);
+
+	/* Closed without fd_del (epoll dropped it), and an eventfd takes
+	 * the number: edge-triggered, never read. */
+	close(bell);
+	close(p[1]);
+	int e2 = eventfd(3, EFD_NONBLOCK);
+	if (e2 != bell) {
+		assert_int_equal(dup2(e2, bell), bell);
+		close(e2);
+	}
+	assert_int_equal(vsched_waiter_fd_add(w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 3), 0);
+	wait_false_cond(w, "eventfd under a closed pipe's number");
+	assert_int_equal(eventfd_read(bell, &v), 0);
+	assert_int_equal(v, 3);
+	assert_int_equal(vsched_waiter_fd_del(w, bell), 0);
+	close(bell);
+
+	/* EFD_SEMAPHORE with a count: one ring, not one a sleep. */
+	int sem = eventfd(1000, EFD_NONBLOCK | EFD_SEMAPHORE);
+	assert_int_equal(vsched_waiter_fd_add(w, sem, EPOLLIN | VSCHED_FD_DOORBELL, 4), 0);
+	wait_false_cond(w, "semaphore eventfd");
+	wait_false_cond(w, "semaphore eventfd, second wait");
+	assert_int_equal(vsched_waiter_fd_del(w, sem), 0);
+	close(sem);
+	assert_int_equal(vsched_waiter_destroy(w), 0);
+	vsched_vm_destroy(vm);
+}
+
+/* --- 4. One doorbell, two waiters --------------------------------------
+ *
+ * The same eventfd is the doorbell of two waiters on two threads, both
+ * asleep (their before_sleep hooks ran): one write wakes both (each epoll
+ * set gets the edge). With the level-triggered read of before 4f2a2f3 the
+ * first to wake read the counter to 0, and the other could find nothing. */
+static atomic_int sh_cond, sh_armed[2];
+static struct vsched_waiter *sh_w[2];
+static int sh_rc[2];
+static bool sh_ready(void *arg)
+{
+	(void)arg;
+	return atomic_load(&sh_cond) != 0;
+}
+static void sh_before(struct vsched_waiter *w, void *arg)
+{
+	(void)w;
+	atomic_store(&sh_armed[(intptr_t)arg], 1);
+}
+static void sh_after(struct vsched_waiter *w, void *arg)
+{
+	(void)w;
+	atomic_store(&sh_armed[(intptr_t)arg], 0);
+}
+static void *sh_waiter(void *arg)
+{
+	intptr_t i = (intptr_t)arg;
+	sh_rc[i] = vsched_waiter_wait(sh_w[i], mono() + GUARD_NS, NULL);
+	return NULL;
+}
+
+static void test_shared_doorbell(void **state)
+{
+	pthread_t t[2];
+	(void)state;
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	int bell = eventfd(0, EFD_NONBLOCK);
+	for (intptr_t i = 0; i < 2; i++) {
+		struct vsched_waiter_config c = {
+			.size = sizeof(c), .cond = sh_ready,
+			.before_sleep = sh_before, .after_sleep = sh_after,
+			.hook_arg = (void *)i,
+		};
+		assert_int_equal(vsched_waiter_create_ex(vm, &c, &sh_w[i]), 0);
+		assert_int_equal(vsched_waiter_fd_add(sh_w[i], bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
+	}
+	for (int round = 0; round < 50; round++) {
+		atomic_store(&sh_cond, 0);
+		for (intptr_t i = 0; i < 2; i++)
+			assert_int_equal(pthread_create(&t[i], NULL, sh_waiter, (void *)i), 0);
+		uint64_t t0 = mono();
+		while (!(atomic_load(&sh_armed[0]) && atomic_load(&sh_armed[1])) &&
+		       mono() - t0 < GUARD_NS)
+			sched_yield();
+		atomic_store(&sh_cond, 1);
+		/* Both armed before the condition was published: both may be
+		 * asleep, and one ring is all either gets. */
+		assert_int_equal(eventfd_write(bell, 1), 0);
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(pthread_join(t[i], NULL), 0);
+			if (sh_rc[i] != VSCHED_WAKE_REQUEST)
+				fail_msg("round %d: waiter %d returned %d", round, i, sh_rc[i]);
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(vsched_waiter_destroy(sh_w[i]), 0);
+	close(bell);
+	vsched_vm_destroy(vm);
+}
+
+/* --- 5. The timer service's edge-triggered stop ------------------------
+ *
+ * run() sleeps in its own set, whose eventfd (the stop) is edge-triggered
+ * now: a stop before run(), during it (a timer firing meanwhile), and a
+ * second stop each end it. The hang guard is a timed join. */
+static void *svc_run(void *arg)
+{
+	return (void *)(intptr_t)vsched_timer_service_run(arg);
+}
+
+static void join_guarded(pthread_t t, const char *what)
+{
+	struct timespec ts;
+	void *ret;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	if (pthread_timedjoin_np(t, &ret, &ts))
+		fail_msg("%s: run() did not return within 10 s", what);
+	assert_int_equal((intptr_t)ret, 0);
+}
+
+static void test_service_stop(void **state)
+{
+	struct vsched_timer_service *svc;
+	struct vsched_timer *tm;
+	struct vsched_vm *vm;
+	pthread_t t;
+	(void)state;
+
+	struct vsched_vcpu *v = vm_req_vcpu(NULL, NULL, 1, &vm);
+	struct vsched_timer_desc tc = { .size = sizeof(tc), .name = "t", .kind = 1 };
+	assert_int_equal(vsched_timer_create(v, &tc, &tm), 0);
+	for (int round = 0; round < 3; round++) {
+		assert_int_equal(vsched_timer_service_create(vm, &svc), 0);
+		if (round == 0)
+			assert_int_equal(vsched_timer_service_stop(svc), 0);
+		assert_int_equal(pthread_create(&t, NULL, svc_run, svc), 0);
+		if (round > 0) {
+			/* Timers fire meanwhile: the timerfd, not the stop. */
+			for (int i = 0; i < 5; i++) {
+				assert_int_equal(vsched_timer_arm(tm, mono() + 1000000), 0);
+				usleep(3000);
+				vsched_service(v);
+			}
+			assert_int_equal(vsched_timer_service_stop(svc), 0);
+			if (round == 2)
+				assert_int_equal(vsched_timer_service_stop(svc), 0);
+		}
+		join_guarded(t, round == 0 ? "stopped before run" : "stopped running");
+		assert_int_equal(vsched_timer_service_destroy(svc), 0);
+	}
+	vsched_vm_destroy(vm);
+}
+
+/* --- 6. Destroy with rings pending --------------------------------------
+ *
+ * A waiter and a vCPU whose own eventfd and doorbell hold unread rings
+ * (kicked and rung while not asleep, never consumed) are destroyed
+ * without error, and the user's doorbell stays open (not vsched's to
+ * close). */
+static void test_destroy_rings_pending(void **state)
+{
+	struct vsched_waiter *w;
+	struct vsched_vm *vm;
+	(void)state;
+
+	struct vsched_vcpu *v = vm_req_vcpu(NULL, NULL, 1, &vm);
+	int bell = eventfd(0, EFD_NONBLOCK);
+	atomic_store(&cc_flag, 0);
+	assert_int_equal(vsched_waiter_create(vm, cc_cond, NULL, &w), 0);
+	assert_int_equal(vsched_waiter_fd_add(w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
+	assert_int_equal(vsched_vcpu_fd_add(v, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
+	/* One sleep each, so that each set was waited on once. */
+	assert_int_equal(vsched_waiter_wait(w, mono() + 1000000, NULL), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(vsched_vcpu_block(v, mono() + 1000000), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(eventfd_write(bell, 7), 0);
+	vsched_waiter_kick(w);
+	vsched_vcpu_kick(v);
+	assert_int_equal(vsched_waiter_destroy(w), 0);
+	assert_int_equal(vsched_vcpu_destroy(v), 0);
+	assert_true(fcntl(bell, F_GETFD) >= 0);
+	uint64_t c;
+	assert_int_equal(eventfd_read(bell, &c), 0);
+	assert_int_equal(c, 7);
+	close(bell);
+	vsched_vm_destroy(vm);
+}
+
+/* --- 7. No read on these wait paths ------------------------------------
+ *
+ * doc/protocol.md ("Syscalls on the wait paths") now promises read only
+ * of a pipe doorbell. A child under a seccomp filter that allows the
+ * promised list without read (a read kills it): a waiter with an eventfd
+ * doorbell and a plain fd, polling with fd checks and sleeping, timed
+ * sleeps whose timerfd fires (early and spun, spin_pct 25 and 100), a
+ * stale doorbell ring, a kick, a doorbell ring and a post to a vCPU. */
+static struct vsched_waiter *sc_w;
+static struct vsched_vcpu *sc_v;
+static int sc_bell;
+static atomic_int sc_go, sc_cond;
+static bool sc_ready(void *arg)
+{
+	(void)arg;
+	return atomic_load(&sc_cond) != 0;
+}
+static void *sc_helper(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&sc_go) != 1)
+		usleep(100);
+	usleep(5000);
+	atomic_store(&sc_cond, 1);
+	vsched_waiter_kick(sc_w);
+	while (atomic_load(&sc_go) != 2)
+		usleep(100);
+	usleep(5000);
+	atomic_store(&sc_cond, 1);
+	eventfd_write(sc_bell, 1);
+	while (atomic_load(&sc_go) != 3)
+		usleep(100);
+	usleep(5000);
+	vsched_post(sc_v, 1);
+	return NULL;
+}
+
+static int install_no_read(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_futex, 7, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_epoll_pwait, 6, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_write, 5, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_timerfd_settime, 4, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clock_gettime, 3, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_exit_group, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_exit, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
+static int no_read_child(void)
+{
+	struct vsched_request_desc d = { .name = "req" };
+	struct vsched_poll_params pol[3];
+	struct vsched_waiter *w[3];
+	struct vsched_vm *vm;
+	pthread_t t;
+	int plain = eventfd(0, EFD_NONBLOCK);
+
+	sc_bell = eventfd(0, EFD_NONBLOCK);
+	/* Policies given at creation (a set_poll allocates): polling with
+	 * fd checks; sleeping, spin_pct 25; sleeping, spin_pct 100. */
+	vsched_poll_defaults(VSCHED_POLL_FIXED, 200000, &pol[0]);
+	vsched_poll_defaults(VSCHED_POLL_NONE, 0, &pol[1]);
+	vsched_poll_defaults(VSCHED_POLL_NONE, 0, &pol[2]);
+	pol[2].spin_pct = 100;
+	if (vsched_vm_create(NULL, &vm) || vsched_request_declare(vm, 1, &d) ||
+	    vsched_request_finalize(vm, 0) || vsched_vcpu_create(vm, 0, NULL, &sc_v) ||
+	    vsched_vcpu_fd_add(sc_v, sc_bell, EPOLLIN | VSCHED_FD_DOORBELL, 1))
+		return 10;
+	for (int k = 0; k < 3; k++) {
+		struct vsched_waiter_config c = { .size = sizeof(c), .cond = sc_ready,
+						  .poll = &pol[k] };
+		if (vsched_waiter_create_ex(vm, &c, &w[k]) ||
+		    vsched_waiter_fd_add(w[k], sc_bell, EPOLLIN | VSCHED_FD_DOORBELL, 1) ||
+		    vsched_waiter_fd_add(w[k], plain, EPOLLIN, 2))
+			return 10;
+	}
+	sc_w = w[1];
+	pthread_create(&t, NULL, sc_helper, NULL);
+	vsched_thread_init();
+	if (install_no_read())
+		return 11;
+	for (int k = 0; k < 3; k++)
+		for (int i = 0; i < 20; i++)
+			if (vsched_waiter_wait(w[k], mono() + 50000 + 50000 * (uint64_t)i, NULL) !=
+			    VSCHED_WAKE_DEADLINE)
+				return 13;
+	/* A stale ring: slept through to the deadline. */
+	eventfd_write(sc_bell, 1);
+	if (vsched_waiter_wait(sc_w, mono() + 2000000, NULL) != VSCHED_WAKE_DEADLINE)
+		return 14;
+	atomic_store(&sc_go, 1);
+	if (vsched_waiter_wait(sc_w, mono() + GUARD_NS, NULL) != VSCHED_WAKE_REQUEST)
+		return 15;
+	atomic_store(&sc_cond, 0);
+	atomic_store(&sc_go, 2);
+	if (vsched_waiter_wait(sc_w, mono() + GUARD_NS, NULL) != VSCHED_WAKE_REQUEST)
+		return 16;
+	for (int i = 0; i < 20; i++)
+		if (vsched_vcpu_block(sc_v, mono() + 50000 + 50000 * (uint64_t)i) !=
+		    VSCHED_WAKE_DEADLINE)
+			return 17;
+	atomic_store(&sc_go, 3);
+	if (vsched_vcpu_block(sc_v, mono() + GUARD_NS) != VSCHED_WAKE_REQUEST)
+		return 18;
+	syscall(SYS_exit_group, 0);
+	return 19;
+}
+
+static void test_no_read_on_wait_paths(void **state)
+{
+	int status;
+	(void)state;
+	const char *emu = getenv("VSCHED_UNDER_EMULATOR");
+	if (getenv("VSCHED_UNDER_VALGRIND") || (emu && *emu == '1')) {
+		skip();
+		return;
+	}
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(no_read_child());
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		fail_msg("killed by signal %d: a read (or another syscall outside "
+			 "the promised list) on a wait path",
+			 WTERMSIG(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_no_read_on_wait_paths),
+		cmocka_unit_test(test_fired_timer_no_busy_loop),
+		cmocka_unit_test(test_doorbell_readable_at_add),
+		cmocka_unit_test(test_shared_doorbell),
+		cmocka_unit_test(test_service_stop),
+		cmocka_unit_test(test_destroy_rings_pending),
+		cmocka_unit_test(test_frozen_clock_kick),
+		cmocka_unit_test(test_frozen_clock_doorbell),
+		cmocka_unit_test(test_frozen_clock_vcpu_doorbell),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
