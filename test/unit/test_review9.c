@@ -206,6 +206,118 @@ static void test_frozen_clock_doorbell(void **state)
 	lost_ring_run(true);
 }
 
+/* The same loss made deterministic (x86_64): the waiter's thread traps
+ * its first non-blocking epoll_pwait (timeout 0: with POLL_NONE and the
+ * frozen clock the only one is the timed sleep's look after its spin) with
+ * a seccomp filter of its own; the SIGSYS handler publishes the message,
+ * rings the doorbell, and makes the look itself (epoll_wait, the same
+ * arguments, its result returned in rax), as if the ring had come during
+ * the spin. The ring is then consumed by that look: it must wake the wait
+ * (VSCHED_WAKE_REQUEST), not leave it asleep until the guard moves the
+ * clock 10 s later. */
+#if defined(__x86_64__)
+#include <ucontext.h>
+static int dl_bell;
+static atomic_int dl_cond, dl_trapped, dl_done;
+static struct vsched_waiter *dl_w;
+static int dl_rc;
+static bool dl_ready(void *arg)
+{
+	(void)arg;
+	return atomic_load(&dl_cond) != 0;
+}
+static void dl_in_look(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	greg_t *g = uc->uc_mcontext.gregs;
+	(void)sig, (void)si;
+	if (!atomic_exchange(&dl_trapped, 1)) {
+		atomic_store(&dl_cond, 1);
+		uint64_t one = 1;
+		if (write(dl_bell, &one, sizeof(one)) != sizeof(one))
+			abort();
+	}
+	long r = syscall(SYS_epoll_wait, (int)g[REG_RDI], (void *)g[REG_RSI], (int)g[REG_RDX], 0);
+	g[REG_RAX] = r < 0 ? -errno : r;
+}
+static int trap_look(void)
+{
+	const unsigned lo = offsetof(struct seccomp_data, args[3]);
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_epoll_pwait, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, lo),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog); /* this thread */
+}
+static void *dl_waiter(void *arg)
+{
+	(void)arg;
+	if (trap_look())
+		abort();
+	dl_rc = vsched_waiter_wait(dl_w, atomic_load(&fz_now) + 250000, NULL);
+	atomic_store(&dl_done, 1);
+	return NULL;
+}
+#endif
+
+static void test_look_consumes_ring(void **state)
+{
+	(void)state;
+#if !defined(__x86_64__)
+	skip();
+#else
+	const char *emu = getenv("VSCHED_UNDER_EMULATOR");
+	if (getenv("VSCHED_UNDER_VALGRIND") || (emu && *emu == '1')) {
+		skip();
+		return;
+	}
+	struct sigaction sa = { .sa_sigaction = dl_in_look, .sa_flags = SA_SIGINFO }, old;
+	struct vsched_host_ops ops = { .now_ns = frozen_now };
+	struct vsched_poll_params pp;
+	pthread_t t;
+
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(SIGSYS, &sa, &old), 0);
+	vsched_poll_defaults(VSCHED_POLL_NONE, 0, &pp);
+	pp.spin_pct = 100; /* every timer wakeup spins, then looks */
+	struct vsched_vm *vm = make_vm_with(&ops, &pp);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	assert_int_equal(vsched_waiter_create(vm, dl_ready, NULL, &dl_w), 0);
+	dl_bell = eventfd(0, EFD_NONBLOCK);
+	int plain = eventfd(0, EFD_NONBLOCK);
+	assert_int_equal(vsched_waiter_fd_add(dl_w, dl_bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
+	assert_int_equal(vsched_waiter_fd_add(dl_w, plain, EPOLLIN, 2), 0);
+	atomic_store(&dl_cond, 0);
+	atomic_store(&dl_trapped, 0);
+	atomic_store(&dl_done, 0);
+	assert_int_equal(pthread_create(&t, NULL, dl_waiter, NULL), 0);
+	uint64_t t0 = mono();
+	while (!atomic_load(&dl_done) && mono() - t0 < GUARD_NS)
+		usleep(1000);
+	int hung = !atomic_load(&dl_done);
+	atomic_fetch_add(&fz_now, 1000000000000ull); /* release it */
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(sigaction(SIGSYS, &old, NULL), 0);
+	assert_int_equal(atomic_load(&dl_trapped), 1); /* the look was made */
+	assert_int_equal(vsched_waiter_destroy(dl_w), 0);
+	vsched_vm_destroy(vm);
+	close(dl_bell);
+	close(plain);
+	if (hung || dl_rc != VSCHED_WAKE_REQUEST)
+		fail_msg("the doorbell rang (its condition true) during the timed "
+			 "sleep's spin; the look after the spin consumed the ring and "
+			 "the sleep slept on: %s, returned %d",
+			 hung ? "still asleep after 10 s" : "woke", dl_rc);
+#endif
+}
+
 /* The same for a vCPU (its doorbell rings "look at the requests and the
  * event again"): the host's event is published, then the doorbell rung
  * (every time: no needs-kick flag); each block must return for the event,
@@ -755,6 +867,7 @@ int main(void)
 		cmocka_unit_test(test_service_stop),
 		cmocka_unit_test(test_destroy_rings_pending),
 		cmocka_unit_test(test_frozen_clock_kick),
+		cmocka_unit_test(test_look_consumes_ring),
 		cmocka_unit_test(test_frozen_clock_doorbell),
 		cmocka_unit_test(test_frozen_clock_vcpu_doorbell),
 	};
