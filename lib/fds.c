@@ -37,11 +37,15 @@ void vsched__clear_tags(struct vsched_block_result *res)
 	res->nready_total = 0;
 }
 
-/* Check the registered fds without sleeping: one epoll_pwait(0). The kick
- * eventfd and the timerfd are left alone (not BLOCKED, nobody writes the
- * eventfd; the sleep drains them). Returns the number of ready user fds,
- * whose tags are in res (doorbells are not looked at: they ring only while
- * the owner sleeps). Owner thread, with s->nlook != 0. */
+/* Check the registered fds without sleeping: one epoll_pwait(0), before
+ * an arm's re-check only (a poll window, a check-once, a return at the
+ * deadline). It consumes what is edge-triggered (the kick eventfd's and an
+ * eventfd doorbell's pending rings: stale ones, since the owner is not
+ * BLOCKED and its condition is looked at before any sleep) and reads
+ * nothing. Returns the number of ready user fds, whose tags are in res
+ * (doorbells are never reported: they ring only while the owner sleeps).
+ * A look between a re-check and a sleep must sort its events as the
+ * sleep does (lib/sleep.c). Owner thread, with s->nlook != 0. */
 unsigned vsched__collect_ready(struct vsched__sleeper *s,
 			      struct vsched_block_result *res)
 {

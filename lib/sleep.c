@@ -395,10 +395,17 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 				continue;
 			}
 			/* The fds once more, as the sleep would have seen them
-			 * (unless the timeout asked for was the deadline). */
+			 * (unless the timeout asked for was the deadline), and
+			 * sorted as its events are: this look consumes an
+			 * edge-triggered ring, so a doorbell's must send the
+			 * engine to its condition (with an injected clock short
+			 * of the deadline it would sleep again, ring lost). */
 			if (s->nlook && p.asked != p.kd &&
-			    atomic_load_explicit(s->word, memory_order_relaxed) == blocked)
-				vsched__collect_ready(s, res);
+			    atomic_load_explicit(s->word, memory_order_relaxed) == blocked) {
+				n = vsched__os_wait(&s->os, s->ev, (int)s->nslots + 2, 0);
+				if (n > 0)
+					sort_events(s, n, res, &timer, &bell);
+			}
 		}
 		if (!vsched__mode_still(s, blocked)) {
 			vsched__mode_woken(s);

@@ -171,8 +171,9 @@ static inline uint64_t vsched__sleep_cost(const struct vsched__sleeper *s)
 }
 
 /* lib/fds.c: the result's fd tags, the user slots, and a check of the fds
- * without sleeping (one epoll_pwait(0); counted by vsched__fd_check()).
- * Both return the number of ready user fds (doorbells not looked at). */
+ * without sleeping (one epoll_pwait(0); counted by vsched__fd_check()),
+ * which consumes stale edge-triggered rings (its comment says where it may
+ * run). Both return the number of ready user fds (doorbells never). */
 void vsched__add_tag(struct vsched_block_result *res, uint64_t tag);
 void vsched__clear_tags(struct vsched_block_result *res);
 static inline bool vsched__user_slot(const struct vsched__sleeper *s,

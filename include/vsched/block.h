@@ -258,7 +258,9 @@ VSCHED_API int vsched_vcpu_set_guest_poll(struct vsched_vcpu *vcpu, bool allow);
  * VSCHED_ESHUTDOWN.
  * States (lib/contract.h): OUTSIDE_GUEST, IN_GUEST, EXITING_GUEST.
  * Context: the vCPU's thread, or before the vCPU runs. Syscalls: the first
- * call epoll_create1, eventfd, timerfd_create; each epoll_ctl.
+ * call epoll_create1, eventfd, timerfd_create; each epoll_ctl; a
+ * VSCHED_FD_DOORBELL readlink of /proc/self/fd/N (refused: it is read as
+ * a pipe is).
  */
 VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
 				  uint32_t events, uint64_t tag);

@@ -26,8 +26,10 @@
  *                         published and read the flag in between is
  *                         never seen)
  *   -DLOOK_AFTER_RECHECK  an fd look between the re-check and the sleep
- *                         (it would consume the ring the sleep waits for:
- *                         no code path may look there)
+ *                         drops the ring it consumes (a timed sleep's look
+ *                         after its early wakeup, lib/sleep.c, must take
+ *                         it as the sleep would: the model's default look
+ *                         there does, and passes)
  */
 
 #define NP 2 /* entries the producer publishes */
@@ -62,16 +64,22 @@ proctype consumer()
 #ifdef HOOK_AFTER_RECHECK
 				needs_kick = 1;
 #endif
-#ifdef LOOK_AFTER_RECHECK
+				/* A timed sleep's look after its early wakeup:
+				 * a ring it consumes is taken as the sleep's
+				 * (back to the condition), unless broken. */
 				if
-				:: ioeventfd = 0
+				:: atomic { ioeventfd == 1 -> ioeventfd = 0 };
+#ifdef LOOK_AFTER_RECHECK
+					skip
+#else
+					goto woke
+#endif
 				:: skip
 				fi;
-#endif
 				atomic { asleep = 1; (ioeventfd == 1) };
 				atomic { asleep = 0; ioeventfd = 0 }
 			fi;
-			needs_kick = 0              /* after_sleep */
+woke:			needs_kick = 0              /* after_sleep */
 		fi
 	od
 }

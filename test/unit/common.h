@@ -127,6 +127,22 @@ static inline struct vsched_vcpu *vm_req_vcpu(const struct vsched_host_ops *ops,
 	return make_vcpu(*vm, 0);
 }
 
+/* A waiter on a fresh VM with `cond` and the needs-kick hooks. */
+static inline struct vsched_waiter *hooked_waiter(struct vsched_vm **vm, bool (*cond)(void *),
+					   void (*before)(struct vsched_waiter *, void *),
+					   void (*after)(struct vsched_waiter *, void *))
+{
+	struct vsched_waiter_config c = {
+		.size = sizeof(c), .cond = cond, .before_sleep = before, .after_sleep = after,
+	};
+	struct vsched_waiter *w;
+
+	*vm = make_vm(NULL, 0);
+	assert_int_equal(vsched_request_finalize(*vm, 0), 0);
+	assert_int_equal(vsched_waiter_create_ex(*vm, &c, &w), 0);
+	return w;
+}
+
 /* The fds this process has open (leak checks). */
 static inline unsigned open_fds(void)
 {
