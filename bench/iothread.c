@@ -439,7 +439,8 @@ static int run_contend(void);
 
 static int run_iothread(void)
 {
-	/* The whole wall-time budget, shared by families, consumers and runs.
+	/* The whole wall-time budget, shared by the families run (all, or
+	 * those --io-family selects), consumers and runs.
 	 * Every consumer of a family's run gets the same gaps, as many as fit
 	 * its share at the wall time per message this host takes now beyond
 	 * the gap (measured at each run's start with the epoll consumer: a
@@ -448,7 +449,6 @@ static int run_iothread(void)
 	 * had). */
 	const double budget_ns = (opt_quick ? 6.0 : 40.0) * 1e9;
 	const int runs = opt_runs;
-	const double per_run = budget_ns / (n_io_families * NCONS * runs);
 	static struct res res[16][MAX_RUNS][NCONS];
 
 	if (opt_hog)
@@ -468,6 +468,7 @@ static int run_iothread(void)
 		fprintf(stderr, "iothread: no family starts with %s\n", opt_io_family);
 		return 2;
 	}
+	const double per_run = budget_ns / (nf * NCONS * runs);
 	snprintf(knob, sizeof(knob), "vsched-max%uus%s", opt_knob_max_us,
 		 opt_knob_weight ? "-w" : "");
 	if (opt_knob_weight)
