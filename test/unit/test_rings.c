@@ -7,7 +7,8 @@
  * doorbells re-added, shared or readable at fd_add, the timer service's
  * edge-triggered stop, destroy with rings pending, and the claim that no
  * read is made on these wait paths (under a seccomp filter without read).
- * Deadlines here are hang guards only (10 s); nothing asserts a duration. */
+ * Deadlines here are hang guards only (10 s); nothing asserts a duration.
+ * Section 8 is the second review, of 851f08c (the look after the spin). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -942,6 +943,164 @@ static void test_no_read_on_wait_paths(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* --- 8. What the look after the spin reports, on the real clock ---------
+ *
+ * Second review of 851f08c (the look sorts its events as the sleep does).
+ * The clock is the real one here: the spin ends at the deadline, and the
+ * look is the last the sleep has. A plain fd made ready during the spin
+ * is reported (VSCHED_WAKE_FD and its tag) as the sleep would have seen
+ * it: a waiter's, and a vCPU's whose sleep is to a guest timer's deadline
+ * (the timer, left expired, is posted at the next block's start). A
+ * doorbell rung during the spin with the condition true sends the engine
+ * to its condition (VSCHED_WAKE_REQUEST), not out at the deadline with
+ * the ring dropped. The ring or the fd comes from the SIGSYS handler of
+ * the look itself, trapped as in test_look_consumes_ring (x86_64): with
+ * POLL_NONE, spin_pct 100 and a 5 ms deadline it is this thread's first
+ * epoll_pwait(0). Mutants that fail: the look removed (the fd's wait
+ * returns VSCHED_WAKE_DEADLINE, the vCPU's a REQUEST for the timer), the
+ * look of 4f2a2f3 (vsched__collect_ready(): the doorbell's wait returns
+ * VSCHED_WAKE_DEADLINE). */
+#if defined(__x86_64__)
+enum { LK_FD, LK_BELL };
+static int lk_action, lk_fd;
+static atomic_int lk_cond, lk_trapped;
+static bool lk_ready(void *arg)
+{
+	(void)arg;
+	return atomic_load(&lk_cond) != 0;
+}
+static void lk_in_look(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	greg_t *g = uc->uc_mcontext.gregs;
+	(void)sig, (void)si;
+	if (!atomic_exchange(&lk_trapped, 1)) {
+		uint64_t one = 1;
+		if (lk_action == LK_BELL)
+			atomic_store(&lk_cond, 1);
+		if (write(lk_fd, &one, sizeof(one)) != sizeof(one))
+			abort();
+	}
+	long r = syscall(SYS_epoll_wait, (int)g[REG_RDI], (void *)g[REG_RSI], (int)g[REG_RDX], 0);
+	g[REG_RAX] = r < 0 ? -errno : r;
+}
+
+struct lk_run {
+	struct vsched_waiter *w;
+	struct vsched_vcpu *v;
+	uint64_t deadline;
+	struct vsched_block_result res;
+	int rc;
+};
+static void *lk_thread(void *arg)
+{
+	struct lk_run *r = arg;
+	if (trap_look())
+		abort();
+	r->rc = r->w ? vsched_waiter_wait(r->w, r->deadline, &r->res)
+		     : vsched_vcpu_block_ex(r->v, r->deadline, &r->res);
+	return NULL;
+}
+
+/* One trapped wait (or block) on a thread of its own; returns its rc. */
+static int lk_wait(struct lk_run *r, int action, int fd)
+{
+	struct sigaction sa = { .sa_sigaction = lk_in_look, .sa_flags = SA_SIGINFO }, old;
+	pthread_t t;
+	struct timespec ts;
+
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(SIGSYS, &sa, &old), 0);
+	lk_action = action;
+	lk_fd = fd;
+	atomic_store(&lk_cond, 0);
+	atomic_store(&lk_trapped, 0);
+	r->res = (struct vsched_block_result){ .size = sizeof(r->res) };
+	assert_int_equal(pthread_create(&t, NULL, lk_thread, r), 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 20; /* the wait's own guard is 10 s */
+	if (pthread_timedjoin_np(t, NULL, &ts))
+		fail_msg("the trapped wait did not return within 20 s");
+	assert_int_equal(sigaction(SIGSYS, &old, NULL), 0);
+	if (!atomic_load(&lk_trapped))
+		fail_msg("no look after the spin (rc %d): the test did not test it", r->rc);
+	return r->rc;
+}
+#endif
+
+static void test_look_at_deadline(void **state)
+{
+	(void)state;
+#if !defined(__x86_64__)
+	skip();
+#else
+	const char *emu = getenv("VSCHED_UNDER_EMULATOR");
+	if (getenv("VSCHED_UNDER_VALGRIND") || (emu && *emu == '1')) {
+		skip();
+		return;
+	}
+	struct vsched_poll_params pp;
+	struct vsched_timer *tm;
+	struct vsched_vm *vm;
+	struct lk_run r;
+	uint64_t v;
+	int rc, bad = 0;
+
+	vsched_poll_defaults(VSCHED_POLL_NONE, 0, &pp);
+	pp.spin_pct = 100; /* every timer wakeup spins, then looks */
+
+	/* A waiter: a plain fd made ready during the spin. */
+	vm = make_vm_with(NULL, &pp);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_waiter *w;
+	assert_int_equal(vsched_waiter_create(vm, lk_ready, NULL, &w), 0);
+	int bell = eventfd(0, EFD_NONBLOCK), plain = eventfd(0, EFD_NONBLOCK);
+	assert_int_equal(vsched_waiter_fd_add(w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
+	assert_int_equal(vsched_waiter_fd_add(w, plain, EPOLLIN, 7), 0);
+	r = (struct lk_run){ .w = w, .deadline = mono() + 5000000 };
+	rc = lk_wait(&r, LK_FD, plain);
+	if (rc != VSCHED_WAKE_FD || r.res.nready_total != 1 || r.res.tags[0] != 7)
+		bad++, print_error("plain fd ready during the spin: rc %d, %u ready, tag %llu "
+			 "(want VSCHED_WAKE_FD, 1, 7)\n", rc, r.res.nready_total,
+			 (unsigned long long)r.res.tags[0]);
+	eventfd_read(plain, &v); /* not ready again */
+
+	/* The doorbell, its condition true: the condition is looked at. */
+	r = (struct lk_run){ .w = w, .deadline = mono() + 5000000 };
+	rc = lk_wait(&r, LK_BELL, bell);
+	if (rc != VSCHED_WAKE_REQUEST)
+		bad++, print_error("doorbell rung (condition true) during the spin: rc %d, "
+				   "want VSCHED_WAKE_REQUEST (the ring was dropped at the "
+				   "deadline)\n", rc);
+	assert_int_equal(vsched_waiter_destroy(w), 0);
+	vsched_vm_destroy(vm);
+
+	/* A vCPU sleeping to a guest timer before its caller's deadline: the
+	 * fd is reported, and the timer is not lost (posted at the next
+	 * block's start). */
+	struct vsched_vcpu *vc = vm_req_vcpu(NULL, &pp, 1, &vm);
+	struct vsched_timer_desc tc = { .size = sizeof(tc), .name = "t", .kind = 1 };
+	assert_int_equal(vsched_timer_create(vc, &tc, &tm), 0);
+	assert_int_equal(vsched_vcpu_fd_add(vc, plain, EPOLLIN, 9), 0);
+	assert_int_equal(vsched_timer_arm(tm, mono() + 5000000), 0);
+	r = (struct lk_run){ .v = vc, .deadline = mono() + GUARD_NS };
+	rc = lk_wait(&r, LK_FD, plain);
+	if (rc != VSCHED_WAKE_FD || r.res.nready_total != 1 || r.res.tags[0] != 9)
+		bad++, print_error("vCPU, guest timer's deadline: rc %d, %u ready (want "
+				   "VSCHED_WAKE_FD, 1)\n", rc, r.res.nready_total);
+	eventfd_read(plain, &v);
+	if (rc == VSCHED_WAKE_FD) { /* the timer, expired, is still to post */
+		assert_int_equal(vsched_vcpu_block(vc, mono() + GUARD_NS), VSCHED_WAKE_REQUEST);
+		assert_int_equal(vsched_service(vc), 1);
+	}
+	vsched_vm_destroy(vm);
+	close(bell);
+	close(plain);
+	if (bad)
+		fail_msg("%d of the 3 looks reported wrongly", bad);
+#endif
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -956,6 +1115,7 @@ int main(void)
 		cmocka_unit_test(test_look_consumes_ring),
 		cmocka_unit_test(test_frozen_clock_doorbell),
 		cmocka_unit_test(test_frozen_clock_vcpu_doorbell),
+		cmocka_unit_test(test_look_at_deadline),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
