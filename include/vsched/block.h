@@ -273,8 +273,9 @@ VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
  * checks it while polling (no epoll_pwait every VSCHED_FD_CHECK_NS). An
  * eventfd (as /proc/self/fd names it) is registered edge-triggered and
  * never read: each write rings once, and its counter is left as the
- * writers make it (no read syscall a sleep; read or write it as you
- * like). Any other doorbell (a pipe) vsched reads itself when it rings
+ * writers make it (no read syscall a sleep). Write it as you like; read
+ * it only while its owner cannot be asleep (a read that races a sleep
+ * can swallow the ring it follows, as it could before). Any other doorbell (a pipe) vsched reads itself when it rings
  * (reads of 512 bytes until one is short). It must be O_NONBLOCK (else
  * fd_add refuses it, VSCHED_EINVAL). vsched
  * never reports it: a ring only makes the owner look at its condition (a
