@@ -58,7 +58,7 @@ proctype consumer()
 			needs_kick = 1;             /* before_sleep */
 #endif
 			/* BLOCKED; full barrier; re-check */
-			if
+recheck:		if
 			:: ring > 0 -> skip
 			:: else ->
 #ifdef HOOK_AFTER_RECHECK
@@ -66,20 +66,21 @@ proctype consumer()
 #endif
 				/* A timed sleep's look after its early wakeup:
 				 * a ring it consumes is taken as the sleep's
-				 * (back to the condition), unless broken. */
+				 * (the engine looks at the condition and arms
+				 * again, the flag still armed), unless broken. */
 				if
 				:: atomic { ioeventfd == 1 -> ioeventfd = 0 };
 #ifdef LOOK_AFTER_RECHECK
 					skip
 #else
-					goto woke
+					goto recheck
 #endif
 				:: skip
 				fi;
 				atomic { asleep = 1; (ioeventfd == 1) };
 				atomic { asleep = 0; ioeventfd = 0 }
 			fi;
-woke:			needs_kick = 0              /* after_sleep */
+			needs_kick = 0              /* after_sleep */
 		fi
 	od
 }
