@@ -5,11 +5,15 @@
 #define VSCHED_TEST_COMMON_H
 
 #include <dirent.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include <cmocka.h>
 
@@ -141,6 +145,32 @@ static inline struct vsched_waiter *hooked_waiter(struct vsched_vm **vm, bool (*
 	assert_int_equal(vsched_request_finalize(*vm, 0), 0);
 	assert_int_equal(vsched_waiter_create_ex(*vm, &c, &w), 0);
 	return w;
+}
+
+/* A seccomp filter on the calling thread (and the children it forks):
+ * the `n` syscalls `nr`, exit and exit_group are allowed, any other kills
+ * the process. 0, or -1 when the kernel refuses it. */
+static inline int allow_only(const int *nr, unsigned n)
+{
+	struct sock_filter f[2 + 16 + 2 + 2];
+	unsigned k = 0, m = n + 2;
+
+	if (n > 16)
+		return -1;
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+					      offsetof(struct seccomp_data, nr));
+	for (unsigned i = 0; i < m; i++) {
+		int x = i < n ? nr[i] : i == n ? SYS_exit_group : SYS_exit;
+		/* a match jumps over the rest and the kill, to the allow */
+		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)x,
+						      (unsigned char)(m - i), 0);
+	}
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	struct sock_fprog prog = { .len = (unsigned short)k, .filter = f };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
 }
 
 /* The fds this process has open (leak checks). */

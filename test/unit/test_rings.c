@@ -101,12 +101,19 @@ static void lr_after(struct vsched_waiter *w, void *arg)
 	atomic_store(&lr_armed, 0);
 }
 
-/* 3000 messages natively (a lost ring came within the first 200 in each
- * of 5 runs on 4f2a2f3); 300 under valgrind or qemu-user, slower. */
-static unsigned lr_msgs(void)
+/* Under valgrind or qemu-user: slower, and their own syscalls would trip
+ * a seccomp filter. */
+static bool emulated(void)
 {
 	const char *emu = getenv("VSCHED_UNDER_EMULATOR");
-	return getenv("VSCHED_UNDER_VALGRIND") || (emu && *emu == '1') ? 300 : 3000;
+	return getenv("VSCHED_UNDER_VALGRIND") || (emu && *emu == '1');
+}
+
+/* 3000 messages natively (a lost ring came within the first 200 in each
+ * of 5 runs on 4f2a2f3); 300 emulated. */
+static unsigned lr_msgs(void)
+{
+	return emulated() ? 300 : 3000;
 }
 #define LR_MSGS lr_msgs()
 static void *lr_producer(void *arg)
@@ -220,29 +227,47 @@ static void test_frozen_clock_doorbell(void **state)
  * clock 10 s later. */
 #if defined(__x86_64__)
 #include <ucontext.h>
-static int dl_bell;
-static atomic_int dl_cond, dl_trapped, dl_done;
-static struct vsched_waiter *dl_w;
-static int dl_rc;
-static bool dl_ready(void *arg)
+/* The trapped look (SIGSYS): the first one sets look_cond (when
+ * look_sets_cond) and writes look_fd, as if during the spin; every one
+ * then makes the look itself and returns its result. */
+static int look_fd;
+static bool look_sets_cond;
+static atomic_int look_cond, look_trapped;
+static bool look_ready(void *arg)
 {
 	(void)arg;
-	return atomic_load(&dl_cond) != 0;
+	return atomic_load(&look_cond) != 0;
 }
-static void dl_in_look(int sig, siginfo_t *si, void *ucv)
+static void in_look(int sig, siginfo_t *si, void *ucv)
 {
 	ucontext_t *uc = ucv;
 	greg_t *g = uc->uc_mcontext.gregs;
 	(void)sig, (void)si;
-	if (!atomic_exchange(&dl_trapped, 1)) {
-		atomic_store(&dl_cond, 1);
+	if (!atomic_exchange(&look_trapped, 1)) {
 		uint64_t one = 1;
-		if (write(dl_bell, &one, sizeof(one)) != sizeof(one))
+		if (look_sets_cond)
+			atomic_store(&look_cond, 1);
+		if (write(look_fd, &one, sizeof(one)) != sizeof(one))
 			abort();
 	}
 	long r = syscall(SYS_epoll_wait, (int)g[REG_RDI], (void *)g[REG_RSI], (int)g[REG_RDX], 0);
 	g[REG_RAX] = r < 0 ? -errno : r;
 }
+/* Arm the trap for one wait: returns the old SIGSYS action in *old. */
+static void look_arm(int fd, bool sets_cond, struct sigaction *old)
+{
+	struct sigaction sa = { .sa_sigaction = in_look, .sa_flags = SA_SIGINFO };
+
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(SIGSYS, &sa, old), 0);
+	look_fd = fd;
+	look_sets_cond = sets_cond;
+	atomic_store(&look_cond, 0);
+	atomic_store(&look_trapped, 0);
+}
+static atomic_int dl_done;
+static struct vsched_waiter *dl_w;
+static int dl_rc;
 static int trap_look(void)
 {
 	const unsigned lo = offsetof(struct seccomp_data, args[3]);
@@ -276,29 +301,25 @@ static void test_look_consumes_ring(void **state)
 #if !defined(__x86_64__)
 	skip();
 #else
-	const char *emu = getenv("VSCHED_UNDER_EMULATOR");
-	if (getenv("VSCHED_UNDER_VALGRIND") || (emu && *emu == '1')) {
+	if (emulated()) {
 		skip();
 		return;
 	}
-	struct sigaction sa = { .sa_sigaction = dl_in_look, .sa_flags = SA_SIGINFO }, old;
+	struct sigaction old;
 	struct vsched_host_ops ops = { .now_ns = frozen_now };
 	struct vsched_poll_params pp;
 	pthread_t t;
 
-	sigemptyset(&sa.sa_mask);
-	assert_int_equal(sigaction(SIGSYS, &sa, &old), 0);
 	vsched_poll_defaults(VSCHED_POLL_NONE, 0, &pp);
 	pp.spin_pct = 100; /* every timer wakeup spins, then looks */
 	struct vsched_vm *vm = make_vm_with(&ops, &pp);
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);
-	assert_int_equal(vsched_waiter_create(vm, dl_ready, NULL, &dl_w), 0);
-	dl_bell = eventfd(0, EFD_NONBLOCK);
+	assert_int_equal(vsched_waiter_create(vm, look_ready, NULL, &dl_w), 0);
+	int bell = eventfd(0, EFD_NONBLOCK);
 	int plain = eventfd(0, EFD_NONBLOCK);
-	assert_int_equal(vsched_waiter_fd_add(dl_w, dl_bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
+	assert_int_equal(vsched_waiter_fd_add(dl_w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
 	assert_int_equal(vsched_waiter_fd_add(dl_w, plain, EPOLLIN, 2), 0);
-	atomic_store(&dl_cond, 0);
-	atomic_store(&dl_trapped, 0);
+	look_arm(bell, true, &old);
 	atomic_store(&dl_done, 0);
 	assert_int_equal(pthread_create(&t, NULL, dl_waiter, NULL), 0);
 	uint64_t t0 = mono();
@@ -308,10 +329,10 @@ static void test_look_consumes_ring(void **state)
 	atomic_fetch_add(&fz_now, 1000000000000ull); /* release it */
 	assert_int_equal(pthread_join(t, NULL), 0);
 	assert_int_equal(sigaction(SIGSYS, &old, NULL), 0);
-	assert_int_equal(atomic_load(&dl_trapped), 1); /* the look was made */
+	assert_int_equal(atomic_load(&look_trapped), 1); /* the look was made */
 	assert_int_equal(vsched_waiter_destroy(dl_w), 0);
 	vsched_vm_destroy(vm);
-	close(dl_bell);
+	close(bell);
 	close(plain);
 	if (hung || dl_rc != VSCHED_WAKE_REQUEST)
 		fail_msg("the doorbell rang (its condition true) during the timed "
@@ -844,22 +865,9 @@ static void *sc_helper(void *arg)
 
 static int install_no_read(void)
 {
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_futex, 7, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_epoll_pwait, 6, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_write, 5, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_timerfd_settime, 4, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clock_gettime, 3, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_exit_group, 2, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_exit, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		return -1;
-	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+	static const int nr[] = { SYS_futex, SYS_epoll_pwait, SYS_write,
+				  SYS_timerfd_settime, SYS_clock_gettime };
+	return allow_only(nr, sizeof(nr) / sizeof(nr[0]));
 }
 
 static int no_read_child(void)
@@ -926,8 +934,7 @@ static void test_no_read_on_wait_paths(void **state)
 {
 	int status;
 	(void)state;
-	const char *emu = getenv("VSCHED_UNDER_EMULATOR");
-	if (getenv("VSCHED_UNDER_VALGRIND") || (emu && *emu == '1')) {
+	if (emulated()) {
 		skip();
 		return;
 	}
@@ -962,28 +969,6 @@ static void test_no_read_on_wait_paths(void **state)
  * VSCHED_WAKE_DEADLINE). */
 #if defined(__x86_64__)
 enum { LK_FD, LK_BELL };
-static int lk_action, lk_fd;
-static atomic_int lk_cond, lk_trapped;
-static bool lk_ready(void *arg)
-{
-	(void)arg;
-	return atomic_load(&lk_cond) != 0;
-}
-static void lk_in_look(int sig, siginfo_t *si, void *ucv)
-{
-	ucontext_t *uc = ucv;
-	greg_t *g = uc->uc_mcontext.gregs;
-	(void)sig, (void)si;
-	if (!atomic_exchange(&lk_trapped, 1)) {
-		uint64_t one = 1;
-		if (lk_action == LK_BELL)
-			atomic_store(&lk_cond, 1);
-		if (write(lk_fd, &one, sizeof(one)) != sizeof(one))
-			abort();
-	}
-	long r = syscall(SYS_epoll_wait, (int)g[REG_RDI], (void *)g[REG_RSI], (int)g[REG_RDX], 0);
-	g[REG_RAX] = r < 0 ? -errno : r;
-}
 
 struct lk_run {
 	struct vsched_waiter *w;
@@ -1005,16 +990,11 @@ static void *lk_thread(void *arg)
 /* One trapped wait (or block) on a thread of its own; returns its rc. */
 static int lk_wait(struct lk_run *r, int action, int fd)
 {
-	struct sigaction sa = { .sa_sigaction = lk_in_look, .sa_flags = SA_SIGINFO }, old;
+	struct sigaction old;
 	pthread_t t;
 	struct timespec ts;
 
-	sigemptyset(&sa.sa_mask);
-	assert_int_equal(sigaction(SIGSYS, &sa, &old), 0);
-	lk_action = action;
-	lk_fd = fd;
-	atomic_store(&lk_cond, 0);
-	atomic_store(&lk_trapped, 0);
+	look_arm(fd, action == LK_BELL, &old);
 	r->res = (struct vsched_block_result){ .size = sizeof(r->res) };
 	assert_int_equal(pthread_create(&t, NULL, lk_thread, r), 0);
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -1022,7 +1002,7 @@ static int lk_wait(struct lk_run *r, int action, int fd)
 	if (pthread_timedjoin_np(t, NULL, &ts))
 		fail_msg("the trapped wait did not return within 20 s");
 	assert_int_equal(sigaction(SIGSYS, &old, NULL), 0);
-	if (!atomic_load(&lk_trapped))
+	if (!atomic_load(&look_trapped))
 		fail_msg("no look after the spin (rc %d): the test did not test it", r->rc);
 	return r->rc;
 }
@@ -1034,8 +1014,7 @@ static void test_look_at_deadline(void **state)
 #if !defined(__x86_64__)
 	skip();
 #else
-	const char *emu = getenv("VSCHED_UNDER_EMULATOR");
-	if (getenv("VSCHED_UNDER_VALGRIND") || (emu && *emu == '1')) {
+	if (emulated()) {
 		skip();
 		return;
 	}
@@ -1053,7 +1032,7 @@ static void test_look_at_deadline(void **state)
 	vm = make_vm_with(NULL, &pp);
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);
 	struct vsched_waiter *w;
-	assert_int_equal(vsched_waiter_create(vm, lk_ready, NULL, &w), 0);
+	assert_int_equal(vsched_waiter_create(vm, look_ready, NULL, &w), 0);
 	int bell = eventfd(0, EFD_NONBLOCK), plain = eventfd(0, EFD_NONBLOCK);
 	assert_int_equal(vsched_waiter_fd_add(w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
 	assert_int_equal(vsched_waiter_fd_add(w, plain, EPOLLIN, 7), 0);
