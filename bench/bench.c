@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +29,41 @@ uint64_t thread_cpu_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t thread_nvcsw(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_THREAD, &ru);
+	return (uint64_t)ru.ru_nvcsw;
+}
+
+void doorbell_consumer_open(struct doorbell_consumer *c,
+			    const struct vsched_waiter_config *cfg, int efd)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	*c = (struct doorbell_consumer){ .ep = -1 };
+	if (cfg) {
+		if (vsched_vm_create(NULL, &c->vm) || vsched_request_finalize(c->vm, 0) ||
+		    vsched_waiter_create_ex(c->vm, cfg, &c->w) ||
+		    vsched_waiter_fd_add(c->w, efd, EPOLLIN | VSCHED_FD_DOORBELL, 0))
+			abort();
+		return;
+	}
+	c->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (c->ep < 0 || epoll_ctl(c->ep, EPOLL_CTL_ADD, efd, &ev))
+		abort();
+}
+
+void doorbell_consumer_close(struct doorbell_consumer *c)
+{
+	if (c->w) {
+		vsched_waiter_destroy(c->w);
+		vsched_vm_destroy(c->vm);
+	} else {
+		close(c->ep);
+	}
 }
 
 int cmp_u64(const void *a, const void *b)

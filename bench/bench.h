@@ -43,9 +43,24 @@ extern const struct bench bench_request, bench_wakeup, bench_instr, bench_oversh
 /* --json, --quick, --runs N (1..MAX_RUNS, default 5). */
 extern int opt_json, opt_quick, opt_runs;
 
-/* CLOCK_MONOTONIC and this thread's CPU time, in ns. */
+/* CLOCK_MONOTONIC and this thread's CPU time, in ns; its voluntary
+ * context switches (getrusage: its sleeps). */
 uint64_t now_ns(void);
 uint64_t thread_cpu_ns(void);
+uint64_t thread_nvcsw(void);
+
+/* The consumer of a doorbell eventfd `efd` (doc/adopting.md's I/O
+ * thread): with `cfg`, a waiter of its own VM with efd as its
+ * VSCHED_FD_DOORBELL (w, vm); without, an epoll set holding efd (ep, else
+ * -1). Aborts on failure. close() frees either, not efd. */
+struct doorbell_consumer {
+	struct vsched_vm *vm;
+	struct vsched_waiter *w;
+	int ep;
+};
+void doorbell_consumer_open(struct doorbell_consumer *c,
+			    const struct vsched_waiter_config *cfg, int efd);
+void doorbell_consumer_close(struct doorbell_consumer *c);
 
 /* qsort comparator of uint64_t. */
 int cmp_u64(const void *a, const void *b);

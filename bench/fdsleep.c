@@ -34,7 +34,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -166,21 +165,11 @@ struct fs_res {
 	double cpu, sys, sleeps, kicks;
 };
 
-static uint64_t fs_nvcsw(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_THREAD, &ru);
-	return (uint64_t)ru.ru_nvcsw;
-}
-
 static struct fs_res fs_run(int c, long n)
 {
 	static struct fs_ring r;
-	struct vsched_vm *vm = NULL;
-	struct vsched_waiter *w = NULL;
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct doorbell_consumer dc;
 	struct fs_res res;
-	int ep = -1;
 	pthread_t th;
 
 	memset(&r, 0, sizeof(r));
@@ -196,18 +185,15 @@ static struct fs_res fs_run(int c, long n)
 			.hook_arg = &r, .poll = &p,
 		};
 		vsched_poll_defaults_waiter((unsigned)opt_policy, &p);
-		if (vsched_vm_create(NULL, &vm) || vsched_request_finalize(vm, 0) ||
-		    vsched_waiter_create_ex(vm, &cfg, &w) ||
-		    vsched_waiter_fd_add(w, r.efd, EPOLLIN | VSCHED_FD_DOORBELL, 0))
-			abort();
+		doorbell_consumer_open(&dc, &cfg, r.efd);
 	} else {
-		ep = epoll_create1(EPOLL_CLOEXEC);
-		if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, r.efd, &ev))
-			abort();
+		doorbell_consumer_open(&dc, NULL, r.efd);
 	}
+	struct vsched_waiter *w = dc.w;
+	const int ep = dc.ep;
 	pin(0);
 	pthread_create(&th, NULL, fs_producer, &r);
-	uint64_t cpu0 = thread_cpu_ns(), sys0 = syscalls_now(), cs0 = fs_nvcsw();
+	uint64_t cpu0 = thread_cpu_ns(), sys0 = syscalls_now(), cs0 = thread_nvcsw();
 	for (long i = 0; i < n; i++) {
 		if (w)
 			fdsleep_vsched_wait(w, &r);
@@ -215,18 +201,13 @@ static struct fs_res fs_run(int c, long n)
 			fdsleep_epoll_wait(ep, &r);
 		atomic_store_explicit(&r.used, (uint64_t)i + 1, memory_order_release);
 	}
-	uint64_t cpu1 = thread_cpu_ns(), sys1 = syscalls_now(), cs1 = fs_nvcsw();
+	uint64_t cpu1 = thread_cpu_ns(), sys1 = syscalls_now(), cs1 = thread_nvcsw();
 	pthread_join(th, NULL);
 	res.cpu = (double)(cpu1 - cpu0) / (double)n;
 	res.sys = (double)(sys1 - sys0) / (double)n;
 	res.sleeps = (double)(cs1 - cs0) / (double)n;
 	res.kicks = (double)r.kicks / (double)n;
-	if (w) {
-		vsched_waiter_destroy(w);
-		vsched_vm_destroy(vm);
-	} else {
-		close(ep);
-	}
+	doorbell_consumer_close(&dc);
 	close(r.efd);
 	return res;
 }

@@ -49,7 +49,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -208,13 +207,6 @@ struct res {
 	double vetoed; /* vsched's halts with polling vetoed, per message */
 };
 
-static uint64_t nvcsw(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_THREAD, &ru);
-	return (uint64_t)ru.ru_nvcsw;
-}
-
 /* Wait until the ring has a message, QEMU's way: aio_poll(ctx, true)
  * until one of them finds it. */
 static void qemu_wait(struct io *io, int ep, struct qemu_poll *q, uint64_t *won)
@@ -288,13 +280,10 @@ static uint64_t *family_gaps(unsigned f, uint64_t seed, double per_run, double o
 static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 {
 	static struct io io;
-	struct vsched_vm *vm = NULL;
-	struct vsched_waiter *w = NULL;
+	struct doorbell_consumer dc;
 	struct qemu_poll q = { .max_ns = QEMU_POLL_MAX_NS };
-	struct epoll_event ev = { .events = EPOLLIN };
 	uint64_t *lat = malloc(n * sizeof(*lat)), fd_checks = 0, won = 0, vetoed = 0;
 	struct res r = { 0 };
-	int ep = -1;
 	pthread_t th;
 
 	memset(&io, 0, sizeof(io));
@@ -322,18 +311,15 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 			cfg.poll = &p;
 		}
 		p.contention = contention;
-		if (vsched_vm_create(NULL, &vm) || vsched_request_finalize(vm, 0) ||
-		    vsched_waiter_create_ex(vm, &cfg, &w) ||
-		    vsched_waiter_fd_add(w, io.efd, EPOLLIN | VSCHED_FD_DOORBELL, 0))
-			abort();
+		doorbell_consumer_open(&dc, &cfg, io.efd);
 	} else {
-		ep = epoll_create1(EPOLL_CLOEXEC);
-		if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, io.efd, &ev))
-			abort();
+		doorbell_consumer_open(&dc, NULL, io.efd);
 	}
+	struct vsched_waiter *w = dc.w;
+	const int ep = dc.ep;
 	pin(0);
 	pthread_create(&th, NULL, producer, &io);
-	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), sys0 = syscalls_now(), cs0 = nvcsw();
+	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), sys0 = syscalls_now(), cs0 = thread_nvcsw();
 	for (size_t i = 0; i < n; i++) {
 		if (w) {
 			for (;;) {
@@ -361,7 +347,7 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 		lat[i] = t > tp ? t - tp : 0;
 		atomic_store_explicit(&io.used, i + 1, memory_order_release);
 	}
-	uint64_t cpu1 = thread_cpu_ns(), sys1 = syscalls_now(), cs1 = nvcsw();
+	uint64_t cpu1 = thread_cpu_ns(), sys1 = syscalls_now(), cs1 = thread_nvcsw();
 	r.wall = now_ns() - t0;
 	pthread_join(th, NULL);
 	n = atomic_load_explicit(&io.n_final, memory_order_relaxed);
@@ -377,12 +363,7 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 	qsort(lat, n, sizeof(*lat), cmp_u64);
 	r.p50 = (double)lat[n / 2];
 	r.p99 = (double)lat[n * 99 / 100];
-	if (w) {
-		vsched_waiter_destroy(w);
-		vsched_vm_destroy(vm);
-	} else {
-		close(ep);
-	}
+	doorbell_consumer_close(&dc);
 	close(io.efd);
 	free(lat);
 	return r;
