@@ -698,24 +698,19 @@ int vsched_vcpu_block_ex(struct vsched_vcpu *v, uint64_t deadline,
 
 	if (!v)
 		return VSCHED_EINVAL;
-	struct target t = { .op = &vcpu_ops, .s = &v->sl, .vcpu = v,
-			    .id = (int)v->id };
 	/* A result of this library's own layout is used in place (as
 	 * vsched_waiter_wait() does): the copy in and out would leave it as
 	 * the engine does, and no check can fail. */
-	if (res && res->size == sizeof(*res)) {
-		m = atomic_load_explicit(&v->mode, memory_order_relaxed);
-		if ((r = vsched__allowed(VSCHED__C_VCPU_BLOCK, m)))
-			return r;
-		return engine(&t, deadline, res);
-	}
-	if (res && vsched__result_in(&copy, res))
+	const bool copied = res && res->size != sizeof(*res);
+	if (copied && vsched__result_in(&copy, res))
 		return VSCHED_EINVAL;
 	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
 	if ((r = vsched__allowed(VSCHED__C_VCPU_BLOCK, m)))
 		return r;
-	r = engine(&t, deadline, res ? &copy : NULL);
-	if (res)
+	struct target t = { .op = &vcpu_ops, .s = &v->sl, .vcpu = v,
+			    .id = (int)v->id };
+	r = engine(&t, deadline, copied ? &copy : res);
+	if (copied)
 		vsched__result_out(res, &copy);
 	return r;
 }
