@@ -43,9 +43,10 @@ void vsched__clear_tags(struct vsched_block_result *res)
  * eventfd doorbell's pending rings: stale ones, since the owner is not
  * BLOCKED and its condition is looked at before any sleep) and reads
  * nothing. Returns the number of ready user fds, whose tags are in res
- * (doorbells are never reported: they ring only while the owner sleeps).
- * A look between a re-check and a sleep must sort its events as the
- * sleep does (lib/sleep.c). Owner thread, with s->nlook != 0. */
+ * (a doorbell's ring is not reported: it rings only while the owner
+ * sleeps; one that hung up is, as the sleep reports it). A look between a
+ * re-check and a sleep must sort its events as the sleep does
+ * (lib/sleep.c). Owner thread, with s->nlook != 0. */
 unsigned vsched__collect_ready(struct vsched__sleeper *s,
 			      struct vsched_block_result *res)
 {
@@ -54,7 +55,7 @@ unsigned vsched__collect_ready(struct vsched__sleeper *s,
 	vsched__clear_tags(res);
 	for (int i = 0; i < n; i++) {
 		uint64_t slot = s->ev[i].data.u64;
-		if (vsched__user_slot(s, slot) && !s->bell_of[slot - SLOT_USER])
+		if (vsched__user_slot(s, slot) && vsched__reported(s, slot, s->ev[i].events))
 			vsched__add_tag(res, s->tag_of[slot - SLOT_USER]);
 	}
 	return res->nready_total;

@@ -342,8 +342,8 @@ static void sort_events(struct vsched__sleeper *s, int n,
 			 * baseline loop's read, saved). */
 			s->tfd_at = TFD_UNKNOWN;
 			*timer = true;
-		} else if (vsched__user_slot(s, slot) && s->bell_of[slot - SLOT_USER] &&
-			   !(s->ev[i].events & (EPOLLHUP | EPOLLERR))) {
+		} else if (vsched__user_slot(s, slot) &&
+			   !vsched__reported(s, slot, s->ev[i].events)) {
 			if (s->bell_of[slot - SLOT_USER] == BELL_READ)
 				vsched__os_drain_all(s->fd_of[slot - SLOT_USER]);
 			*bell = true;

@@ -182,6 +182,15 @@ static inline bool vsched__user_slot(const struct vsched__sleeper *s,
 	return slot >= SLOT_USER && slot - SLOT_USER < s->nslots &&
 	       s->fd_of[slot - SLOT_USER] >= 0;
 }
+/* A registered fd's event that its owner is told of (its tag in the
+ * result): any event of a plain fd, and a doorbell's that hung up or is in
+ * error (it would ring on: its owner fd_dels it). A doorbell's ring is
+ * never reported. */
+static inline bool vsched__reported(const struct vsched__sleeper *s,
+				    uint64_t slot, uint32_t events)
+{
+	return !s->bell_of[slot - SLOT_USER] || (events & (EPOLLHUP | EPOLLERR));
+}
 unsigned vsched__collect_ready(struct vsched__sleeper *s,
 			       struct vsched_block_result *res);
 unsigned vsched__fd_check(struct vsched__sleeper *s,

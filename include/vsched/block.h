@@ -275,12 +275,17 @@ VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
  * never read: each write rings once, and its counter is left as the
  * writers make it (no read syscall a sleep). Write it as you like; read
  * it only while its owner cannot be asleep (a read that races a sleep
- * can swallow the ring it follows, as it could before). Any other doorbell (a pipe) vsched reads itself when it rings
- * (reads of 512 bytes until one is short). It must be O_NONBLOCK (else
- * fd_add refuses it, VSCHED_EINVAL). vsched
- * never reports it: a ring only makes the owner look at its condition (a
- * waiter's cond, a vCPU's requests and event) again, and return for that,
- * or sleep again when the ring was left over from an earlier sleep.
+ * can swallow the ring it follows, as it could before). Any other
+ * doorbell (a pipe) vsched reads itself when it rings (reads of 512 bytes
+ * until one is short). It must be O_NONBLOCK (else fd_add refuses it,
+ * VSCHED_EINVAL). vsched never reports a ring: it only makes the owner
+ * look at its condition (a waiter's cond, a vCPU's requests and event)
+ * again, and return for that, or sleep again when the ring was left over
+ * from an earlier sleep. A doorbell that hung up or is in error (a pipe
+ * whose writers all closed) would ring forever: a sleep reports it with
+ * its tag (VSCHED_WAKE_FD), and so does the fd look of a poll window or
+ * of a check-once (made where a plain fd is registered too), for its
+ * owner to fd_del it.
  */
 #define VSCHED_FD_DOORBELL (1u << 24)
 

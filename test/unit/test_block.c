@@ -1482,7 +1482,7 @@ static void test_doorbell_fd(void **state)
 
 /* Review of the doorbell and fd code (issue 23/22): a doorbell that keeps
  * ringing does not starve the deadline; a doorbell whose writer hung up is
- * reported (it would ring forever); a doorbell is EPOLLIN alone, and no
+ * reported (it would ring forever), also by a check-once; a doorbell is EPOLLIN alone, and no
  * fd_add asks for an event that silences a source; fd_del of an fd that
  * was never added is -ENOENT and leaves the sleeper's own eventfd and
  * timerfd registered (a kick still wakes it). */
@@ -1514,7 +1514,10 @@ static void test_doorbell_review(void **state)
 			 VSCHED_WAKE_DEADLINE);
 	assert_int_equal(vsched_waiter_fd_del(w, sem), 0);
 	close(sem);
-	/* A pipe doorbell whose writer closed: reported, with its tag. */
+	/* A pipe doorbell whose writer closed: reported, with its tag, by a
+	 * wait that sleeps, and by the look of one whose deadline has passed
+	 * (a check-once, which looks when a plain fd is registered too: as
+	 * the sleep does, where 592c248 ignored it). */
 	assert_int_equal(pipe2(p, O_NONBLOCK), 0);
 	assert_int_equal(vsched_waiter_fd_add(w, p[0], EPOLLIN | VSCHED_FD_DOORBELL, 9), 0);
 	close(p[1]);
@@ -1522,6 +1525,14 @@ static void test_doorbell_review(void **state)
 			 VSCHED_WAKE_FD);
 	assert_int_equal(res.nready, 1);
 	assert_int_equal(res.tags[0], 9);
+	int idle = eventfd(0, EFD_NONBLOCK);
+	assert_int_equal(vsched_waiter_fd_add(w, idle, EPOLLIN, 8), 0);
+	res.nready = 0;
+	assert_int_equal(vsched_waiter_wait(w, vsched_now_ns(vm), &res), VSCHED_WAKE_FD);
+	assert_int_equal(res.nready, 1);
+	assert_int_equal(res.tags[0], 9);
+	assert_int_equal(vsched_waiter_fd_del(w, idle), 0);
+	close(idle);
 	assert_int_equal(vsched_waiter_fd_del(w, p[0]), 0);
 	/* Refused: a doorbell for anything but EPOLLIN; one-shot, exclusive
 	 * or wakeup events on any fd. */
