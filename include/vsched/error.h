@@ -44,7 +44,10 @@ extern "C" {
 
 /**
  * X-macro of every error vsched itself returns: name (without VSCHED_),
- * value, text. The list only grows at the end.
+ * value, text. The list only grows at the end. VSCHED_ECLOCK is deprecated:
+ * no call returns it (an injected clock drives the kernel's sleeps by
+ * intervals, <vsched/block.h>); it stays, its value reserved, so that code
+ * naming it compiles.
  */
 #define VSCHED_ERRNO_MAP(X)                                                   \
 	X(EINVAL, -EINVAL, "invalid argument (NULL pointer, bad flags or size)")  \
