@@ -141,7 +141,11 @@ struct vsched_block_result {
  * A signal that interrupts the sleep (a handler installed without
  * SA_RESTART) always returns VSCHED_WAKE_SIGNAL, also when a post, a kick
  * or a timer re-arm woke the vCPU at the same time; a request that arrived
- * with it stays pending for the next service.
+ * with it stays pending for the next service. A signal that arrives while
+ * the block polls (in user space: no syscall for it to interrupt) runs its
+ * handler and the poll goes on; it is not reported. A handler that must
+ * end the block posts a request kind of its own for the poll to see (not
+ * a VSCHED_REQ_WAIT or VSCHED_REQ_PAYLOAD kind: those wait or allocate).
  *
  * Host contention (off by default; the poll params' `contention`,
  * <vsched/poll.h>, turns it on, also at run time through the set_poll
