@@ -344,20 +344,30 @@ static uint64_t field_delta(const struct gvcpu *v, enum field k)
 	return v->f[k].have ? delta(v, k, 0) : 0;
 }
 
-/* The halts of one tick as classes (histogram model); returns how many
- * classes. Adds the inputs to `st`. */
-static unsigned classes_hist(const struct gvcpu *v, struct hclass *c,
-			     struct vsched_kvm_gov_stats *st)
+/* *a += b; false when the sum does not fit in 64 bits. */
+static bool add_ok(uint64_t *a, uint64_t b)
 {
-	uint64_t ns = 0, nw = 0, nf = 0, inv, fail_ns = 0, part;
-	unsigned n = 0;
+	return !__builtin_add_overflow(*a, b, a);
+}
+
+/* The halts of one tick as classes (histogram model); returns how many
+ * classes, or -1 when the tick's halts add up past 2^64 (garbage, not
+ * halts: feed() needs their sum). Adds the inputs to `st`. */
+static int classes_hist(const struct gvcpu *v, struct hclass *c,
+			struct vsched_kvm_gov_stats *st)
+{
+	uint64_t ns = 0, nw = 0, nf = 0, inv, fail_ns = 0, part, all;
+	bool ok = true;
+	int n = 0;
 
 	for (unsigned i = 0; i < v->f[F_SUCC_HIST].n; i++)
-		ns += delta(v, F_SUCC_HIST, i);
+		ok &= add_ok(&ns, delta(v, F_SUCC_HIST, i));
 	for (unsigned i = 0; i < v->f[F_FAIL_HIST].n; i++)
-		nf += delta(v, F_FAIL_HIST, i);
+		ok &= add_ok(&nf, delta(v, F_FAIL_HIST, i));
 	for (unsigned i = 0; i < v->f[F_WAIT_HIST].n; i++)
-		nw += delta(v, F_WAIT_HIST, i);
+		ok &= add_ok(&nw, delta(v, F_WAIT_HIST, i));
+	if (!ok || __builtin_add_overflow(ns, nw, &all))
+		return -1;
 	if (v->f[F_FAIL_NS].have)
 		fail_ns = delta(v, F_FAIL_NS, 0);
 	else
@@ -371,8 +381,13 @@ static unsigned classes_hist(const struct gvcpu *v, struct hclass *c,
 	for (unsigned i = 0; i < v->f[F_SUCC_HIST].n; i++) {
 		uint64_t d = delta(v, F_SUCC_HIST, i);
 
-		/* Invalid polls out, in proportion. */
-		d = inv ? (uint64_t)((double)d * (double)(ns - inv) / (double)ns) : d;
+		/* Invalid polls out, in proportion: at most d (near 2^64 the
+		 * double rounds up to 2^64, which no uint64_t holds). */
+		if (inv) {
+			double x = (double)d * (double)(ns - inv) / (double)ns;
+
+			d = x < (double)d ? (uint64_t)x : d;
+		}
 		if (d)
 			c[n++] = (struct hclass){ bucket_mid(i), bucket_mid(i), d };
 	}
@@ -382,7 +397,7 @@ static unsigned classes_hist(const struct gvcpu *v, struct hclass *c,
 		if (d)
 			c[n++] = (struct hclass){ bucket_mid(i) + part, part, d };
 	}
-	st->halts += ns + nw;
+	st->halts += all;
 	st->halts_polled += ns;
 	st->halts_slept += nw;
 	st->halts_invalid += inv;
@@ -390,20 +405,23 @@ static unsigned classes_hist(const struct gvcpu *v, struct hclass *c,
 	return n;
 }
 
-/* The same from the sums alone: the mean polled and the mean slept halt. */
-static unsigned classes_sums(const struct gvcpu *v, struct hclass *c,
-			     struct vsched_kvm_gov_stats *st)
+/* The same from the sums alone: the mean polled and the mean slept halt
+ * (-1 as above). */
+static int classes_sums(const struct gvcpu *v, struct hclass *c,
+			struct vsched_kvm_gov_stats *st)
 {
 	uint64_t ns = delta(v, F_SUCC_N, 0), na = delta(v, F_ATT_N, 0);
 	uint64_t inv = field_delta(v, F_INV_N), wake = field_delta(v, F_WAKEUP_N);
 	uint64_t fail_ns = delta(v, F_FAIL_NS, 0), wait_ns = delta(v, F_WAIT_NS, 0);
-	uint64_t nsl = na > ns ? na - ns : 0;
-	unsigned n = 0;
+	uint64_t nsl = na > ns ? na - ns : 0, all;
+	int n = 0;
 
 	if (wake > nsl)
 		nsl = wake; /* sleeps without a poll (window 0) */
 	if (!nsl && wait_ns)
 		nsl = 1;
+	if (__builtin_add_overflow(ns, nsl, &all))
+		return -1;
 	if (inv > ns)
 		inv = ns;
 	if (ns > inv) {
@@ -413,7 +431,7 @@ static unsigned classes_sums(const struct gvcpu *v, struct hclass *c,
 	}
 	if (nsl)
 		c[n++] = (struct hclass){ (fail_ns + wait_ns) / nsl, fail_ns / nsl, nsl };
-	st->halts += ns + nsl;
+	st->halts += all;
 	st->halts_polled += ns;
 	st->halts_slept += nsl;
 	st->halts_invalid += inv;
@@ -423,7 +441,8 @@ static unsigned classes_sums(const struct gvcpu *v, struct hclass *c,
 
 /* Feed at most `spt` of the classes' halts to the policy, in proportion
  * (largest remainder) and interleaved (smooth weighted round robin), so
- * that the policy's decay favours no class. Returns the halts fed. */
+ * that the policy's decay favours no class (the classes' counts add up
+ * within 64 bits: classes_hist(), classes_sums()). Returns the halts fed. */
 static uint64_t feed(const struct vsched_kvm_gov *g, struct gvcpu *v,
 		     const struct hclass *c, unsigned n)
 {
@@ -441,6 +460,8 @@ static uint64_t feed(const struct vsched_kvm_gov *g, struct gvcpu *v,
 		double exact = (double)c[i].count * (double)k / (double)total;
 
 		q[i] = (uint64_t)exact;
+		if (q[i] > left)
+			q[i] = left; /* rounding: never more than k in all */
 		rem[i] = exact - (double)q[i];
 		left -= q[i];
 	}
@@ -536,8 +557,7 @@ static int tick_locked(struct vsched_kvm_gov *g, uint64_t now)
 	for (unsigned i = 0; i < g->n; i++) {
 		struct gvcpu *v = &g->v[i];
 		uint64_t before = g->st.halts, *t;
-		unsigned nc;
-		int rc = read_values(g, v);
+		int nc, rc = read_values(g, v);
 		bool back = false;
 
 		if (rc) {
@@ -547,16 +567,17 @@ static int tick_locked(struct vsched_kvm_gov *g, uint64_t now)
 		}
 		for (uint32_t j = 0; j < v->nvals; j++)
 			back |= v->cur[j] < v->prev[j];
-		if (back) {
-			/* A counter went backwards: no deltas this time. */
+		nc = back ? -1 : v->hist ? classes_hist(v, c, &g->st) :
+					   classes_sums(v, c, &g->st);
+		if (nc < 0) {
+			/* A counter went backwards, or the halts add up past
+			 * 2^64: no deltas this time. */
 			g->st.read_errors++;
 		} else {
-			nc = v->hist ? classes_hist(v, c, &g->st) :
-				       classes_sums(v, c, &g->st);
 			g->st.poll_success_ns += field_delta(v, F_SUCC_NS);
 			g->st.poll_fail_ns += field_delta(v, F_FAIL_NS);
 			g->st.wait_ns += field_delta(v, F_WAIT_NS);
-			if (feed(g, v, c, nc)) {
+			if (feed(g, v, c, (unsigned)nc)) {
 				uint64_t vw = vsched_poll_window(&g->poll, &v->st);
 
 				any = true;

@@ -510,6 +510,71 @@ static void test_invalid_polls_ignored(void **state)
 	fake_free(k);
 }
 
+/* A tick whose halts add up past 2^64 (a vCPU's buckets jump by 2^63 and
+ * more: garbage, not halts) is a read error, as counters going backwards
+ * are, and the next tick learns again. Found by test/fuzz/fuzz_kvmgov.c:
+ * the tick's sum wrapped, and with two buckets of 3 x 2^62 the share of
+ * each class came out above the samples to feed and the loop handing out
+ * the remainder ran for 2^64 rounds (a hang). */
+static void test_halts_past_2_64(void **state)
+{
+	struct fake_kvm *k = fake_new(FULL, 1);
+	struct vsched_kvm_gov *g;
+	struct vsched_kvm_gov_stats st;
+
+	(void)state;
+	assert_int_equal(gov_new(k, 1, NULL, &g), 0);
+	synth_add(&k->s[0], "halt_poll_success_hist", 3, 1ull << 63);
+	synth_add(&k->s[0], "halt_poll_success_hist", 5, 1ull << 63);
+	assert_int_equal(vsched_kvm_gov_tick(g, 2 * SEC), VSCHED_KVM_GOV_SAMPLED);
+	st = gov_stats(g);
+	assert_int_equal(st.read_errors, 1);
+	assert_int_equal(st.halts, 0);
+	assert_int_equal(st.decisions, 0);
+	/* The fuzzer's shape: 3 x 2^62 in a bucket of each class. */
+	synth_add(&k->s[0], "halt_poll_success_hist", 3, 3ull << 62);
+	synth_add(&k->s[0], "halt_wait_hist", 20, 3ull << 62);
+	assert_int_equal(vsched_kvm_gov_tick(g, 4 * SEC), VSCHED_KVM_GOV_SAMPLED);
+	st = gov_stats(g);
+	assert_int_equal(st.read_errors, 2);
+	assert_int_equal(st.halts, 0);
+	assert_int_equal(st.decisions, 0);
+	/* Then halts as usual: learned, from the values last read. */
+	kvm_polled(&k->s[0], 5000, 1000);
+	assert_int_equal(vsched_kvm_gov_tick(g, 6 * SEC), VSCHED_KVM_GOV_CHANGED);
+	st = gov_stats(g);
+	assert_int_equal(st.read_errors, 2);
+	assert_int_equal(st.halts, 1000);
+	assert_int_equal(st.decisions, 1);
+	vsched_kvm_gov_destroy(g);
+	fake_free(k);
+}
+
+/* One bucket that jumps by 2^64 - 1 with an invalid poll: the polled
+ * halts less the invalid one in proportion stay 2^64 - 2 (the share in
+ * double rounds to 2^64, which does not convert to uint64_t: UBSan's
+ * float-cast-overflow, and 0 on x86-64, so no decision). */
+static void test_bucket_near_2_64(void **state)
+{
+	struct fake_kvm *k = fake_new(FULL, 1);
+	struct vsched_kvm_gov *g;
+	struct vsched_kvm_gov_stats st;
+
+	(void)state;
+	assert_int_equal(gov_new(k, 1, NULL, &g), 0);
+	synth_add(&k->s[0], "halt_poll_success_hist", 3, UINT64_MAX);
+	synth_add(&k->s[0], "halt_poll_invalid", 0, 1);
+	assert_int_equal(vsched_kvm_gov_tick(g, 2 * SEC), VSCHED_KVM_GOV_CHANGED);
+	st = gov_stats(g);
+	assert_int_equal(st.read_errors, 0);
+	assert_int_equal(st.halts_polled, UINT64_MAX);
+	assert_int_equal(st.halts_invalid, 1);
+	assert_int_equal(st.decisions, 1);
+	assert_true(k->cap >= 4 && k->cap <= 200000);
+	vsched_kvm_gov_destroy(g);
+	fake_free(k);
+}
+
 /* A tick before the interval reads nothing. */
 static void test_interval(void **state)
 {
@@ -931,6 +996,8 @@ int main(void)
 		cmocka_unit_test(test_force_sums),
 		cmocka_unit_test(test_wrong_shape_hist_is_missing),
 		cmocka_unit_test(test_invalid_polls_ignored),
+		cmocka_unit_test(test_halts_past_2_64),
+		cmocka_unit_test(test_bucket_near_2_64),
 		cmocka_unit_test(test_interval),
 		cmocka_unit_test(test_hysteresis),
 		cmocka_unit_test(test_rate_bound),
