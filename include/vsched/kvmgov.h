@@ -170,7 +170,8 @@ struct vsched_kvm_gov_stats {
 	uint64_t held_hysteresis;
 	/** Decisions kept from the cap by min_change_ns. */
 	uint64_t held_rate;
-	/** Failed reads of a stats fd, or counters that went backwards. */
+	/** Failed reads of a stats fd, counters that went backwards, or a
+	 * tick whose halts add up past 2^64 (no halt of that vCPU is taken). */
 	uint64_t read_errors;
 	/** KVM_ENABLE_CAP calls that failed. */
 	uint64_t set_errors;
@@ -207,9 +208,10 @@ struct vsched_kvm_gov_stats {
  * KVM's until the first decision. The fds stay the caller's; the stats
  * fds are the governor's. With `thread`, starts the ticking thread.
  * @return 0, VSCHED_EINVAL (NULL, no vCPU, bad config), VSCHED_ENOMEM,
- * -EOPNOTSUPP, KVM_GET_STATS_FD's errno (or fcntl's, duplicating a
- * `stats_fds` entry), -EBADMSG or -ENODATA (see the top of this file), or
- * a negative errno from pthread_create.
+ * -EOPNOTSUPP, KVM_CHECK_EXTENSION's negative errno, KVM_GET_STATS_FD's
+ * errno (or fcntl's, duplicating a `stats_fds` entry), a failed pread's
+ * errno, -EBADMSG (a layout that does not fit, a short read) or -ENODATA
+ * (see the top of this file), or a negative errno from pthread_create.
  * Context: any thread.
  */
 VSCHED_API int vsched_kvm_gov_create(int vm_fd, const int *vcpu_fds,
@@ -228,8 +230,8 @@ VSCHED_API int vsched_kvm_gov_destroy(struct vsched_kvm_gov *gov);
  * Sample and decide, if `interval_ns` has passed since the last sample
  * (`now_ns` on CLOCK_MONOTONIC, or any clock that the caller uses for
  * every call). @return enum vsched_kvm_gov_tick_result, VSCHED_EINVAL, or
- * the negative errno of a failed read or KVM_ENABLE_CAP (also counted;
- * the next tick tries again).
+ * the negative errno of a failed read (-EBADMSG for a short one) or of
+ * KVM_ENABLE_CAP (also counted; the next tick tries again).
  * Context: one thread at a time (not with `thread` set).
  */
 VSCHED_API int vsched_kvm_gov_tick(struct vsched_kvm_gov *gov, uint64_t now_ns);
