@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -946,6 +947,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 	(void)argc, (void)argv;
 	trace = getenv("FUZZ_KVMGOV_TRACE") != NULL;
+	/* The VMM's own stats fds are duplicated, one per vCPU (up to
+	 * MAXV): fd numbers stay below NREAL, where the checks track them,
+	 * and a duplicate past it is the governor's EMFILE path, whatever
+	 * the environment's limit. */
+	struct rlimit rl;
+	assert(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+	if (rl.rlim_cur > NREAL) {
+		rl.rlim_cur = NREAL;
+		assert(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	}
 	if (seeds) {
 		write_seeds(seeds);
 		exit(0);
