@@ -373,12 +373,7 @@ static struct budget_cost window_cost(uint64_t total, uint64_t covered,
  * windows have cost more, over the same halts, than the incumbent's on
  * either side (by 1/32 of it: CPU against the budget, latency against the
  * incumbent's), it polls for the incumbent's window, so that it makes the
- * very choices the incumbent would until the sums agree again. While they
- * have slept through more of those halts than the incumbent's (by any
- * amount) at a CPU under the budget by 1/32, it polls for at least the
- * incumbent's window, trading the CPU it saved for the halts the
- * incumbent catches that the histogram prices out (exponential halts, of
- * which KVM's grows catch the rare short one). Below a
+ * very choices the incumbent would until the sums agree again. Below a
  * budget of 100 (less CPU than the incumbent's) that cannot help, and a
  * CPU over the budget falls back to the least CPU by the histogram. The log2
  * buckets cannot place a halt inside its bucket (halts of 150 us and of
@@ -439,24 +434,15 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 	const double inc_lat = (double)total + 31.0 * (double)s->inc_slept;
 	const double cap = inc_cpu * (double)p->cpu_budget_pct / 100.0;
 	const double own_cpu = (double)s->own_cpu * HIST_ONE;
-	const double own_lat = (double)total + 31.0 * (double)s->own_slept;
 	if (p->cpu_budget_pct >= 100 &&
-	    (own_cpu > cap + cap / 32 || own_lat > inc_lat + inc_lat / 32))
+	    (own_cpu > cap + cap / 32 ||
+	     (double)total + 31.0 * (double)s->own_slept > inc_lat + inc_lat / 32))
 		return follow;
-	/* Behind the incumbent on latency with CPU to spare (by 1/32 of the
-	 * budget): at least the incumbent's window, so that every halt it
-	 * catches is caught, paid for with that CPU (where the histogram
-	 * finds nothing cheaper: exponential halts, whose rare short ones
-	 * KVM catches after each of its grows). */
-	const uint64_t least = p->cpu_budget_pct >= 100 && own_lat > inc_lat &&
-					       own_cpu < cap - cap / 32
-				       ? follow
-				       : 0;
 	/* The estimate moves by 1/64 of a halt a halt: priced on every halt
 	 * of the first CHOOSE_EARLY (a new sleeper finds its window at once),
 	 * then every CHOOSE_EVERY halts (the check above runs on every one). */
 	if (s->halts > CHOOSE_EARLY && s->halts % CHOOSE_EVERY)
-		return s->window_ns > least ? s->window_ns : least;
+		return s->window_ns;
 	b.total = total;
 	b.per_cap = 1.0 / (cap > 0 ? cap : 1.0);
 	b.per_lat = 1.0 / inc_lat;
@@ -502,15 +488,13 @@ static uint64_t adaptive_choose_budget(const struct vsched_poll_params *p,
 	pick = b.best;
 	for (unsigned i = 0; i < b.n; i++) {
 		if (b.cand[i] == s->window_ns &&
-		    b.score[i] <= b.score[b.best] + b.score[b.best] / 32) {
-			pick = i; /* the window in force stays */
-			break;
-		}
+		    b.score[i] <= b.score[b.best] + b.score[b.best] / 32)
+			return b.cand[i]; /* the window in force stays */
 		if (b.score[i] <= b.score[b.best] + b.score[b.best] / 64 &&
 		    b.other[i] <= b.other[pick])
 			pick = i; /* better on the other side, or as good and larger */
 	}
-	return b.cand[pick] > least ? b.cand[pick] : least;
+	return b.cand[pick];
 }
 
 /* `total`: the histogram's sum, which its update took. */
