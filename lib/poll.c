@@ -505,9 +505,16 @@ static uint64_t adaptive_choose(const struct vsched_poll_params *p,
 				 : adaptive_choose_budget(p, s, total);
 }
 
+/* One halt: learnt (a valid wakeup: the histogram and both sides'
+ * sleeps), and charged (every halt: both sides' CPU; an invalid wakeup,
+ * one that found nothing to do, costs what it polled or slept as any other
+ * but says nothing of when the next wake comes and had no latency to
+ * judge), then the window chosen again, so that a burst of invalid
+ * wakeups is not polled through at a window the charges no longer pay
+ * for. */
 static void adaptive_update(const struct vsched_poll_params *p,
 			    struct vsched_poll_state *s, uint64_t window_ns,
-			    uint64_t halt_ns)
+			    uint64_t halt_ns, bool valid)
 {
 	uint64_t d = halt_ns;
 	/* A halt that outlived the window slept, and its length includes the
@@ -518,16 +525,22 @@ static void adaptive_update(const struct vsched_poll_params *p,
 			d = window_ns + 1;
 	}
 	/* Decay and sum in one pass (the sum is the choice's, below), then
-	 * count this halt. */
+	 * count this halt; an invalid one only sums. */
 	const unsigned shift = p->decay_shift;
-	uint64_t total = HIST_ONE;
+	uint64_t total = 0;
+	if (valid) {
+		total = HIST_ONE;
 #pragma GCC unroll 16
-	for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++) {
-		const uint32_t h = s->hist[i] - (s->hist[i] >> shift);
-		s->hist[i] = h;
-		total += h;
+		for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++) {
+			const uint32_t h = s->hist[i] - (s->hist[i] >> shift);
+			s->hist[i] = h;
+			total += h;
+		}
+		s->hist[bucket_of(d)] += HIST_ONE;
+	} else {
+		for (unsigned i = 0; i < VSCHED_POLL_BUCKETS; i++)
+			total += s->hist[i];
 	}
-	s->hist[bucket_of(d)] += HIST_ONE;
 	/* This halt under this policy's window and under the incumbent's:
 	 * CPU (a poll to the wake, or the window and a sleep) and sleeps. */
 	const uint64_t sc = sleep_cpu(p);
@@ -537,11 +550,14 @@ static void adaptive_update(const struct vsched_poll_params *p,
 	const uint64_t own = won ? halt_ns : window_ns > COST_MAX ? COST_MAX : window_ns + sc;
 	const uint64_t inc = kwon ? d : wk > COST_MAX ? COST_MAX : wk + sc;
 	s->own_cpu += (own < COST_MAX ? own : COST_MAX) - (s->own_cpu >> p->decay_shift);
-	s->own_slept += (won ? 0 : HIST_ONE) - (s->own_slept >> p->decay_shift);
 	s->inc_cpu += (inc < COST_MAX ? inc : COST_MAX) - (s->inc_cpu >> p->decay_shift);
-	s->inc_slept += (kwon ? 0 : HIST_ONE) - (s->inc_slept >> p->decay_shift);
+	if (valid) {
+		s->own_slept += (won ? 0 : HIST_ONE) - (s->own_slept >> p->decay_shift);
+		s->inc_slept += (kwon ? 0 : HIST_ONE) - (s->inc_slept >> p->decay_shift);
+	}
+	/* The incumbent shrinks on an invalid wakeup, as KVM does. */
 	kvm_step(p, &s->inc_window_ns,
-		 kwon ? d : d > UINT64_MAX - wake_cost(p) ? UINT64_MAX : d + wake_cost(p), true);
+		 kwon ? d : d > UINT64_MAX - wake_cost(p) ? UINT64_MAX : d + wake_cost(p), valid);
 	s->window_ns = adaptive_choose(p, s, total);
 }
 
@@ -605,15 +621,12 @@ static void update_kvm(const struct vsched_poll_params *p,
 	kvm_update(p, s, halt_ns, valid);
 }
 
-/* ADAPTIVE learns only from valid wakeups. */
+/* ADAPTIVE learns only from valid wakeups, and charges every one. */
 static void update_adaptive(const struct vsched_poll_params *p,
 			    struct vsched_poll_state *s, uint64_t window_ns,
 			    uint64_t halt_ns, bool valid)
 {
-	if (valid)
-		adaptive_update(p, s, window_ns, halt_ns);
-	else /* the incumbent shrinks on an invalid wakeup, as KVM does */
-		kvm_step(p, &s->inc_window_ns, halt_ns, false);
+	adaptive_update(p, s, window_ns, halt_ns, valid);
 }
 
 /* The policies, by enum vsched_poll_policy. */

@@ -279,7 +279,10 @@ VSCHED_API uint64_t vsched_poll_window(const struct vsched_poll_params *p,
 /**
  * Learn from a halt: it lasted `halt_ns` in all (poll plus sleep, as KVM
  * measures it), the poll window was `window_ns`, and `valid` is false when
- * the wakeup found nothing to do. @return 0 or VSCHED_EINVAL.
+ * the wakeup found nothing to do. ADAPTIVE learns no halt length from an
+ * invalid wakeup but charges its CPU (the poll, or the window and a
+ * sleep) to itself and to its incumbent, which shrinks, and chooses its
+ * window again. @return 0 or VSCHED_EINVAL.
  * Context: the state's owner thread.
  */
 VSCHED_API int vsched_poll_update(const struct vsched_poll_params *p,
