@@ -621,21 +621,13 @@ static void update_kvm(const struct vsched_poll_params *p,
 	kvm_update(p, s, halt_ns, valid);
 }
 
-/* ADAPTIVE learns only from valid wakeups, and charges every one. */
-static void update_adaptive(const struct vsched_poll_params *p,
-			    struct vsched_poll_state *s, uint64_t window_ns,
-			    uint64_t halt_ns, bool valid)
-{
-	adaptive_update(p, s, window_ns, halt_ns, valid);
-}
-
 /* The policies, by enum vsched_poll_policy. */
 static const struct policy policies[VSCHED_POLL_NPOLICIES] = {
 	[VSCHED_POLL_NONE] = { "none", init_zero, window_zero, update_none },
 	[VSCHED_POLL_FIXED] = { "fixed", init_max, window_max, update_none },
 	[VSCHED_POLL_KVM] = { "kvm", init_zero, window_learnt, update_kvm },
 	[VSCHED_POLL_ADAPTIVE] = { "adaptive", init_zero, window_learnt,
-				   update_adaptive },
+				   adaptive_update },
 };
 /* A policy added to the enum gets a row: the count follows the last one. */
 _Static_assert(VSCHED_POLL_ADAPTIVE + 1 == VSCHED_POLL_NPOLICIES,
