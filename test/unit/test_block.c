@@ -1482,10 +1482,10 @@ static void test_doorbell_fd(void **state)
 
 /* Review of the doorbell and fd code (issue 23/22): a doorbell that keeps
  * ringing does not starve the deadline; a doorbell whose writer hung up is
- * reported (it would ring forever), also by a check-once; a doorbell is EPOLLIN alone, and no
- * fd_add asks for an event that silences a source; fd_del of an fd that
- * was never added is -ENOENT and leaves the sleeper's own eventfd and
- * timerfd registered (a kick still wakes it). */
+ * reported (it would ring forever), also by a check-once; a doorbell is
+ * EPOLLIN alone, and no fd_add asks for an event that silences a source;
+ * fd_del of an fd that was never added is -ENOENT and leaves the sleeper's
+ * own eventfd and timerfd registered (a kick still wakes it). */
 static void *kick_later(void *arg)
 {
 	usleep(20000);
