@@ -331,11 +331,11 @@ choose_window(const struct target_ops *op, const struct target *t,
 	return true;
 }
 
-/* A timed halt whose deadline `eff` comes sooner than a plain sleep that
- * long costs in CPU (vsched__plain_cost(), measured) would pay for, give or take a
- * sixteenth (a tie goes to ending on time): polling to it costs no more
- * CPU than sleeping and returns on time, where the sleep would return as
- * late as the kernel wakes it, so the halt polls to it. So does one that
+/* A timed halt whose deadline `eff` comes no later than a plain sleep that
+ * long costs in CPU (vsched__plain_cost(), measured) would pay for, times
+ * the params' cpu_budget_pct: at the default 100 polling to it costs no
+ * more CPU than sleeping and returns on time, where the sleep would
+ * return as late as the kernel wakes it, so the halt polls to it. So does one that
  * the kernel could not wake on time (vsched__late_for()) when spin_pct is
  * 100, on time whatever it costs. That is not a poll the policy chose:
  * its window stays the policy's, and the caller's deadline reached is no
@@ -350,7 +350,7 @@ static inline bool short_wait(struct vsched__sleeper *s, uint64_t t0,
 			      uint64_t eff)
 {
 	const struct vsched_host_ops *ops = &s->vm->ops;
-	uint64_t c, left = eff - t0;
+	uint64_t c, lim, left = eff - t0;
 
 	if (!s->params.spin_pct || eff == VSCHED_DEADLINE_NONE || eff <= t0 ||
 	    ops->now_ns != vsched__clock_now ||
@@ -358,7 +358,9 @@ static inline bool short_wait(struct vsched__sleeper *s, uint64_t t0,
 	     !atomic_load_explicit(&s->use_evfd, memory_order_relaxed)))
 		return false;
 	c = vsched__plain_cost(s, left);
-	if (left > c + c / 16 &&
+	if (__builtin_mul_overflow(c, (uint64_t)s->params.cpu_budget_pct, &lim))
+		lim = UINT64_MAX;
+	if (left > lim / 100 &&
 	    !(s->params.spin_pct == 100 && left <= vsched__late_for(s, left)))
 		return false;
 	if (s->params.spin_pct == 100)
@@ -523,7 +525,7 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 	 * timed sleep's timeout (lib/sleep.c), before any on-time spin. */
 	s->cpu0 = 0;
 	if (!s->params.sleep_cpu_ns && vsched__sleep_sampled(++s->sleeps))
-		s->cpu0 = vsched__thread_cpu_ns();
+		vsched__sample_start(s);
 	const bool learn_wake = s->params.policy == VSCHED_POLL_ADAPTIVE &&
 				!s->params.wake_cost_ns;
 	uint64_t arm_at = hl->sleep_start; /* this arm's; wake stamps before it are stale */

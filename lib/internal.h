@@ -40,14 +40,25 @@ struct vsched__median {
 	bool up;
 	uint8_t n;
 };
+/* A mean of CPU samples (lib/sleep.c, vsched__mean_add()): ns (0: no
+ * sample yet) and samples (up to CPU_MEAN_N, then an EWMA of 1/CPU_MEAN_N). */
+struct vsched__mean {
+	uint32_t est;
+	uint16_t n;
+};
 /* Timed sleeps of one mechanism and class of time left (lib/sleep.c): how
- * late the kernel wakes them; the thread CPU of the early ones and of the
- * plain ones; how far short of the lateness they aim (ns) and the mean
- * spin that left (ns a sleep); which kind the next sampled one is. */
+ * late the kernel wakes them; the thread CPU of a whole timed wait that
+ * asked early (spins and re-sleeps included) and of one that asked for
+ * its deadline; how far short of the lateness they aim (ns) and the mean
+ * spin that left (ns a sleep); which kind the next sampled one is and
+ * whether early ones are dearer (`dear`); its timed waits, counted to
+ * sample them. */
 struct vsched__late {
-	struct vsched__median late, cpu_early, cpu_plain;
+	struct vsched__median late;
+	struct vsched__mean cpu_early, cpu_plain;
 	uint32_t keep, spin;
-	bool probe_plain;
+	uint16_t waits;
+	bool probe_plain, dear;
 };
 
 /* A request flag's rules, in one place: every flag a kind may declare is
@@ -147,6 +158,7 @@ struct vsched__sleeper {
 	 * (LATE_FUTEX, LATE_EPOLL) and class of time left. */
 	struct vsched__late late[2][VSCHED__LATE_CLASSES];
 	uint64_t cpu0;              /* a sampled sleep's thread CPU at its arm, or 0 */
+	uint64_t cpu_read;          /* what the read of cpu0 cost (vsched__sample_start()) */
 	uint64_t tfd_at;            /* the timerfd's expiry as last set */
 	struct vsched__median cpu_med; /* measured CPU of a sleep */
 	uint64_t wake_cost_ns;      /* measured latency of a woken sleep (EWMA) */

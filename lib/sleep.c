@@ -26,14 +26,14 @@
  * sleep's CPU on average; where wakeups scatter more than that buys, the
  * sleeps aim later (`keep`). Two sleeps are plain, to the deadline, late:
  * one whose deadline the kernel cannot make however early it is asked,
- * and one of a class whose early sleeps cost twice the CPU of its plain
- * ones (on a nested host, a 10 us timerfd sleep costs 60 us of CPU and
- * wakes 60 us late, a 50 us one 25 us and 43 us), as its sampled sleeps
- * measure them in turn (DEAR_SAMPLES of each first: one sleep's CPU
- * varies from 10 to 25 us here). spin_pct 100 aims before the deadline and polls to one it
- * cannot make (block.c's short_wait()). Only a timeout the sleep asked for
- * is learnt and finished on the CPU; a spurious return, a signal or an
- * error never is. */
+ * and one of a class whose early waits cost more CPU than the params'
+ * cpu_budget_pct of its plain ones (dear()), as its sampled waits measure
+ * them in turn, whole (learn_timed(): on a nested host a sleep's CPU
+ * falls with its length, so the shorter early sleep costs 10-20% more at
+ * 500 us-1 ms, and 2.3x at 50 us on the timerfd). spin_pct 100 aims
+ * before the deadline and polls to one it cannot make (block.c's
+ * short_wait()). Only a timeout the sleep asked for is learnt and
+ * finished on the CPU; a spurious return, a signal or an error never is. */
 static unsigned late_class(uint64_t len)
 {
 	uint64_t r = len >> 13; /* 8 us */
@@ -65,6 +65,21 @@ static uint64_t early_by(unsigned pct, const struct vsched__late *l,
 	if (pct == 100)
 		return est + MARGIN_PAD;
 	return est > keep ? est - keep : 0;
+}
+
+/* Whether a class's early sleeps cost more than the CPU budget lets them
+ * (cpu_budget_pct of its plain ones' CPU, with a tolerance of DEAR_ABOVE/32
+ * to become dear and DEAR_BELOW/32 to stop being so), once CPU_MEAN_N of
+ * each kind are measured (learn_timed()): then its timed waits sleep
+ * plain, to the deadline. */
+static bool dear(struct vsched__late *l, unsigned budget)
+{
+	uint64_t e = l->cpu_early.est, lim = (uint64_t)budget * l->cpu_plain.est;
+
+	if (l->cpu_early.n < CPU_MEAN_N || l->cpu_plain.n < CPU_MEAN_N)
+		return false;
+	l->dear = 3200 * e > (l->dear ? DEAR_BELOW : DEAR_ABOVE) * lim;
+	return l->dear;
 }
 
 /* Plan a sleep due at `kd`: early by its class's lateness (of the time
@@ -101,16 +116,48 @@ static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 	if (by >= left)
 		return;
 	if (pct != 100) {
-		const struct vsched__late *l = p->late;
-		bool dear = l->cpu_early.n >= DEAR_SAMPLES && l->cpu_plain.n >= DEAR_SAMPLES &&
-			    l->cpu_early.est > 2 * (uint64_t)l->cpu_plain.est;
+		struct vsched__late *l = p->late;
+		unsigned every = l->cpu_early.n < CPU_MEAN_N || l->cpu_plain.n < CPU_MEAN_N
+					 ? CPU_SAMPLE_HUNGRY
+					 : CPU_SAMPLE_FED;
 
-		if (s->cpu0)
-			dear = l->probe_plain;
-		if (dear)
+		if (!s->cpu0 && !(++l->waits % every))
+			vsched__sample_start(s);
+		if (s->cpu0 ? l->probe_plain : dear(l, s->params.cpu_budget_pct))
 			return;
 	}
 	p->asked = kd - by;
+}
+
+/* A mean of CPU samples: the first CPU_MEAN_N's, then an EWMA of
+ * 1/CPU_MEAN_N; once it has CPU_MEAN_N, a sample is capped at 4x the
+ * mean (a signal handler run inside one wait). */
+static void mean_add(struct vsched__mean *m, uint64_t x)
+{
+	uint64_t v = x < LATE_MAX ? x : LATE_MAX;
+
+	if (m->n < CPU_MEAN_N) {
+		m->n++;
+		m->est = (uint32_t)((int64_t)m->est + ((int64_t)v - (int64_t)m->est) / m->n);
+		return;
+	}
+	if (v > 4 * (uint64_t)m->est)
+		v = 4 * (uint64_t)m->est;
+	m->est = (uint32_t)((int64_t)m->est + ((int64_t)v - (int64_t)m->est) / CPU_MEAN_N);
+}
+
+/* A sampled timed wait (planned in class `l`, `early` or plain) reached
+ * its deadline: its thread CPU, spins and sleeps again included, is its
+ * kind's sample (a plain one's is the sleeper's cost of a sleep too), and
+ * the class's next sample is of the other kind (dear()). */
+static void learn_timed(struct vsched__sleeper *s, struct vsched__late *l, bool early)
+{
+	uint64_t c = early ? vsched__sample_cpu(s) : vsched__learn_sleep_cpu(s);
+
+	if (!c)
+		return;
+	mean_add(early ? &l->cpu_early : &l->cpu_plain, c);
+	l->probe_plain = early;
 }
 
 uint64_t vsched__plain_cost(const struct vsched__sleeper *s, uint64_t left)
@@ -190,8 +237,8 @@ static void learn_late(struct vsched__late *l, uint64_t late, uint64_t spin,
 }
 
 /* The timeout planned came with the word still BLOCKED: learn how late it
- * was and the sleep's CPU (if sampled), then spin to the deadline on the
- * word, unless the wakeup came more than the plan's spin before it.
+ * was, then spin to the deadline on the word, unless the wakeup came more
+ * than the plan's spin before it.
  * Returns true when the deadline (or a poster) was waited for, false to
  * sleep again to the deadline itself. */
 static bool early_wakeup(struct vsched__sleeper *s, uint32_t blocked,
@@ -203,19 +250,8 @@ static bool early_wakeup(struct vsched__sleeper *s, uint32_t blocked,
 
 	uint64_t spin = woke < p->kd ? p->kd - woke : 0;
 	struct vsched__late *l = p->late;
-	uint64_t cost;
+	uint64_t cost = l->cpu_plain.est ? l->cpu_plain.est : vsched__sleep_cost(s);
 
-	/* A sampled sleep's CPU: its class's, early or plain (a plain one is
-	 * the sleeper's too); the class's next sample is of the other kind. */
-	if (s->cpu0) {
-		bool early = p->asked != p->kd;
-		uint64_t c = early ? vsched__sample_cpu(s) : vsched__learn_sleep_cpu(s);
-
-		if (c)
-			vsched__median_add(early ? &l->cpu_early : &l->cpu_plain, c);
-		l->probe_plain = early;
-	}
-	cost = l->cpu_early.est ? l->cpu_early.est : vsched__sleep_cost(s);
 	/* A wakeup too early to spin costs a second sleep instead. */
 	learn_late(l, late, spin <= p->spin ? spin : cost, cost);
 	if (spin > p->spin)
@@ -260,6 +296,8 @@ int vsched__sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
 	const bool kernel = ops->wait == vsched__futex_wait;
 
 	bool exact = false; /* an early wakeup too early to spin: to kd */
+	struct vsched__late *sampled = NULL; /* the class of a CPU sample */
+	bool early = false;                  /* and its kind */
 
 	for (;;) {
 		struct plan p;
@@ -273,6 +311,10 @@ int vsched__sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
 				   LATE_FUTEX, exact);
 		else
 			p = (struct plan){ .kd = deadline, .asked = deadline };
+		if (p.late && s->cpu0 && !sampled) {
+			sampled = p.late;
+			early = p.asked != p.kd;
+		}
 		int rc = ops->wait((uint32_t *)s->word, blocked, p.asked, ops->ctx);
 		/* Only the timeout asked for: a spurious return 0 (a late
 		 * FUTEX_WAKE of an earlier sleep), a signal or an error goes
@@ -303,11 +345,14 @@ int vsched__sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
 			return rc;
 		}
 		if (ops->now_ns(ops->ctx) >= deadline) {
+			if (sampled && s->cpu0)
+				learn_timed(s, sampled, early);
 			if (vsched__mode_leave_blocked(s, blocked) != blocked)
 				return 0;
 			return VSCHED_WAKE_DEADLINE;
 		}
-		s->cpu0 = 0; /* the sample was of one kernel sleep */
+		s->cpu0 = 0; /* a sample is of one whole timed wait */
+		sampled = NULL;
 		vsched__count(&s->hs.spurious);
 	}
 }
@@ -363,8 +408,12 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 	 * early by the learnt lateness and spin for the rest (as
 	 * sleep_futex). */
 	struct plan p;
+	struct vsched__late *sampled; /* the class of a CPU sample */
+	bool early;                   /* and its kind */
 
 	plan_sleep(s, &p, vsched__kernel_deadline(ops, deadline), LATE_EPOLL, false);
+	sampled = s->cpu0 ? p.late : NULL;
+	early = p.asked != p.kd;
 	timer_at(s, p.asked);
 	for (;;) {
 		bool timer = false, bell = false;
@@ -424,10 +473,13 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 			return 0;
 		}
 		if (ops->now_ns(ops->ctx) >= deadline) {
+			if (sampled && s->cpu0)
+				learn_timed(s, sampled, early);
 			if (vsched__mode_leave_blocked(s, blocked) != blocked)
 				return 0;
 			return VSCHED_WAKE_DEADLINE;
 		}
+		s->cpu0 = 0; /* a sample is of one whole timed wait */
 		/* A stale eventfd count, or the timerfd expired before an
 		 * injected clock reached the deadline: convert it again. */
 		if (timer) {
@@ -435,7 +487,8 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 				   LATE_EPOLL, false);
 			timer_at(s, p.asked);
 		}
-		s->cpu0 = 0; /* the sample was of one kernel sleep */
+		sampled = s->cpu0 ? p.late : NULL;
+		early = p.asked != p.kd;
 		vsched__count(&s->hs.spurious);
 	}
 }
@@ -458,9 +511,18 @@ uint64_t vsched__learn_wake_cost(struct vsched__sleeper *s, uint64_t start)
 	return now - stamp;
 }
 
+void vsched__sample_start(struct vsched__sleeper *s)
+{
+	uint64_t a = vsched__thread_cpu_ns();
+
+	s->cpu0 = vsched__thread_cpu_ns();
+	s->cpu_read = a && s->cpu0 > a ? s->cpu0 - a : 0;
+}
+
 uint64_t vsched__sample_cpu(struct vsched__sleeper *s)
 {
-	uint64_t c1 = vsched__thread_cpu_ns(), c = c1 > s->cpu0 ? c1 - s->cpu0 : 0;
+	uint64_t c1 = vsched__thread_cpu_ns();
+	uint64_t c = c1 > s->cpu0 + s->cpu_read ? c1 - s->cpu0 - s->cpu_read : 0;
 
 	s->cpu0 = 0;
 	return c;

@@ -43,22 +43,33 @@
 #define MARGIN_PAD 2000
 /* A running median's smallest step (vsched__median_add()). */
 #define LATE_STEP 1000
-/* Samples of each kind a class needs before its early sleeps may be
- * judged dearer than its plain ones (lib/sleep.c). */
-#define DEAR_SAMPLES 3
+/* Whether a class's early sleeps pay (lib/sleep.c, dear()): the thread
+ * CPU of whole timed waits of each kind, early and plain in turn,
+ * CPU_MEAN_N of each before it is judged; sampled in one of
+ * CPU_SAMPLE_HUNGRY of the class's timed waits until then and one of
+ * CPU_SAMPLE_FED after (three clock syscalls a sample: ~1 us a wait, then
+ * ~0.13 us, here). Early ones become dear above DEAR_ABOVE/32 of the
+ * budget (cpu_budget_pct of the plain ones' CPU), and pay again below
+ * DEAR_BELOW/32 of it. */
+#define CPU_MEAN_N 64
+#define CPU_SAMPLE_HUNGRY 4
+#define CPU_SAMPLE_FED 32
+#define DEAR_ABOVE 34
+#define DEAR_BELOW 33
 
 /* The CPU a sleep costs its thread, when the params' sleep_cpu_ns is 0
  * (the ADAPTIVE policy's price of a sleep; every policy's limit of a short
  * wait, block.c's short_wait()): thread CPU time read at the arm of one
  * sleep in SLEEP_SAMPLE of the first SLEEP_SAMPLE_EARLY (sleeps and short
  * waits, of which a sampled one sleeps), then one in SLEEP_SAMPLE_LATE
- * (two clock_gettime syscalls of ~2 us each: at 1 in 8 they were 0.45 us
- * a sleep, a sixth of what the sleep itself costs), read again when it
- * ended before any on-time spin and dropped when it sleeps again: a
- * waker's wake or a plain timed sleep's timeout teach the sleeper's cost
- * (a running median, so that a signal handler run inside one sleep does
- * not make every later wait poll), a timed sleep its class's (early or
- * plain, in turn; lib/sleep.c). */
+ * (three clock_gettime syscalls of ~1.4 us each here, the cost of one
+ * taken off the sample: vsched__sample_start()), read again when a waker
+ * woke it or a timed wait reached its deadline (spins included), and
+ * dropped when it sleeps again: a waker's wake or a plain timed wait
+ * teach the sleeper's cost (a running median, so that a signal handler
+ * run inside one sleep does not make every later wait poll), a timed wait
+ * its class's (early or plain, in turn; lib/sleep.c). A class's timed
+ * waits are sampled more often while it learns (CPU_SAMPLE_HUNGRY). */
 #define SLEEP_SAMPLE 8
 #define SLEEP_SAMPLE_EARLY 64
 #define SLEEP_SAMPLE_LATE 128
@@ -138,13 +149,18 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
  * Returns the sample, or 0 for none. */
 #define WAKE_COST_MAX 1000000
 uint64_t vsched__learn_wake_cost(struct vsched__sleeper *s, uint64_t start);
-/* lib/sleep.c: the CPU of the sleep sampled at its arm (s->cpu0: the
- * thread's CPU then), ending the sample (0: none). */
+/* lib/sleep.c: start a CPU sample: the thread's CPU in s->cpu0, read
+ * twice; the difference, what one read costs (a syscall, ~1.4 us here),
+ * which a sample includes once (its two reads each count part of theirs),
+ * in s->cpu_read. */
+void vsched__sample_start(struct vsched__sleeper *s);
+/* The CPU the thread spent since vsched__sample_start(), less cpu_read,
+ * ending the sample (0: none). */
 uint64_t vsched__sample_cpu(struct vsched__sleeper *s);
-/* The same, for a sleep that ended before any on-time spin and did not
- * ask to be woken early (a waker's wake, a timed sleep to its deadline):
- * the sleeper's cost of a sleep learns it (cpu_med). Returns it (0: none).
- * An early timed sleep's goes to its class only (lib/sleep.c). */
+/* The same, for a sleep that a waker ended, or a timed wait that asked
+ * for its deadline and reached it: the sleeper's cost of a sleep learns
+ * it (cpu_med). Returns it (0: none). A timed wait that asked early goes
+ * to its class only (lib/sleep.c). */
 uint64_t vsched__learn_sleep_cpu(struct vsched__sleeper *s);
 /* lib/sleep.c: add a sample to a running median: capped at LATE_MAX, the
  * first taken as it is and the smaller of the first two kept, then a step

@@ -143,14 +143,16 @@ struct vsched_poll_params {
 	 * to the deadline). Default 25: the median wakeup
 	 * about 4 us after the deadline, with spins that cost at most a
 	 * sixteenth of a sleep's CPU on average (later where wakeups scatter
-	 * more than that buys). 100: on time whatever it costs
+	 * more than that buys), where early waits cost no more CPU than
+	 * cpu_budget_pct of plain ones (measured per class of time left;
+	 * else they sleep plain, late). 100: on time whatever it costs
 	 * (the early wakeup aims before the deadline, and a deadline nearer
 	 * than the kernel can wake is polled to). 0: never spin (late by the
 	 * thread's timer slack and the wakeup). With any value but 0 a wait
-	 * whose deadline is nearer than a sleep's CPU (measured, or
-	 * sleep_cpu_ns) polls to it instead of sleeping (on the VM's default
-	 * clock and wait or with fds, unless vetoed as a poll window is;
-	 * block.h). A
+	 * whose deadline is no nearer than cpu_budget_pct of a sleep's CPU
+	 * (measured, or sleep_cpu_ns) polls to it instead of sleeping (on
+	 * the VM's default clock and wait or with fds, unless vetoed as a
+	 * poll window is; block.h). A
 	 * struct whose size ends before it gets the default. Added in 0.3.
 	 */
 	unsigned spin_pct;
@@ -172,7 +174,11 @@ struct vsched_poll_params {
 	 * price of latency (no check against the incumbent's), falling back
 	 * to the least CPU by its histogram while it overspends; 0: the least
 	 * CPU (polls only where that is cheaper than sleeping). At most
-	 * 10000. A struct whose size ends before it gets 100. Added in 0.3.
+	 * 10000. Every policy's timed waits (spin_pct) spend up to this share
+	 * of a plain sleep's CPU to end on time: at 100 they sleep early and
+	 * spin only where that costs no more than sleeping to the deadline,
+	 * and poll to a deadline only where polling does. A struct whose
+	 * size ends before it gets 100. Added in 0.3.
 	 */
 	unsigned cpu_budget_pct;
 	/**

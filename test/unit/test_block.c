@@ -921,8 +921,10 @@ static void test_short_wait_polls(void **state)
 	assert_int_equal(st.halt.halt_poll_vetoed, 1);
 	assert_int_equal(vsched_vcpu_set_guest_poll(v, true), 0);
 
-	/* spin_pct 0: never spin, so a sleep. */
-	pp.spin_pct = 0;
+	/* What a sleep's CPU pays for is cpu_budget_pct of it: a 20 ms wait
+	 * at a sleep's CPU of 10 ms sleeps at the default budget of 100,
+	 * and polls at 300 (issue 23). */
+	pp.sleep_cpu_ns = 10000000;
 	assert_int_equal(vsched_vcpu_set_poll(v, &pp), 0);
 	uint64_t waited = st.halt.halt_wait_ns;
 	dl = mono_ns() + 20000000;
@@ -930,6 +932,25 @@ static void test_short_wait_polls(void **state)
 	assert_true(mono_ns() >= dl);
 	st = stats_of(v);
 	assert_int_equal(st.halt.halt_attempted_poll, 2);
+	assert_true(st.halt.halt_wait_ns > waited);
+	waited = st.halt.halt_wait_ns;
+	pp.cpu_budget_pct = 300;
+	assert_int_equal(vsched_vcpu_set_poll(v, &pp), 0);
+	dl = mono_ns() + 20000000;
+	assert_int_equal(vsched_vcpu_block(v, dl), VSCHED_WAKE_DEADLINE);
+	assert_true(mono_ns() >= dl);
+	st = stats_of(v);
+	assert_int_equal(st.halt.halt_attempted_poll, 3);
+	assert_int_equal(st.halt.halt_wait_ns, waited);
+
+	/* spin_pct 0: never spin, so a sleep. */
+	pp.spin_pct = 0;
+	assert_int_equal(vsched_vcpu_set_poll(v, &pp), 0);
+	dl = mono_ns() + 20000000;
+	assert_int_equal(vsched_vcpu_block(v, dl), VSCHED_WAKE_DEADLINE);
+	assert_true(mono_ns() >= dl);
+	st = stats_of(v);
+	assert_int_equal(st.halt.halt_attempted_poll, 3);
 	assert_true(st.halt.halt_wait_ns > waited);
 	vsched_vm_destroy(vm);
 }

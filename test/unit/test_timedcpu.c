@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/* Timed waits choose by CPU (issue 23): a class of timed waits whose early
+ * sleeps (asked of the kernel early, ended by a spin) cost the thread more
+ * CPU than cpu_budget_pct of its plain ones (asked for the deadline) sleeps
+ * plain; one whose early sleeps cost what plain ones do keeps them; a larger
+ * budget buys them back. The thread's CPU is faked, so that the verdict is
+ * the test's and not the host's: this program defines clock_gettime(),
+ * timerfd_settime() and syscall(), which libvsched calls. A timerfd set or
+ * a futex wait timed for earlier than the wait's deadline charges the
+ * thread `early_ns` of CPU, one for the deadline `plain_ns`;
+ * CLOCK_THREAD_CPUTIME_ID reads the charges. Every other clock, the timerfd
+ * and the futex are the real ones. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <linux/futex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static uint64_t fake_cpu = 1000000000; /* 0 would read as "not sampled" */
+static uint64_t early_ns, plain_ns;
+static uint64_t wait_deadline; /* CLOCK_MONOTONIC ns of the wait under way */
+static int first_ask;          /* the wait's first timerfd: -1 none, 0 plain, 1 early */
+
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+	static int (*real)(clockid_t, struct timespec *);
+
+	if (id == CLOCK_THREAD_CPUTIME_ID) {
+		ts->tv_sec = (time_t)(fake_cpu / 1000000000u);
+		ts->tv_nsec = (long)(fake_cpu % 1000000000u);
+		return 0;
+	}
+	if (!real)
+		real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
+	return real(id, ts);
+}
+
+/* A kernel sleep asked to end at `ts` during a wait. */
+static void charge(const struct timespec *ts)
+{
+	uint64_t at = (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
+
+	if (at && wait_deadline) {
+		bool early = at < wait_deadline;
+
+		fake_cpu += early ? early_ns : plain_ns;
+		if (first_ask < 0)
+			first_ask = early;
+	}
+}
+
+int timerfd_settime(int fd, int flags, const struct itimerspec *new,
+		    struct itimerspec *old)
+{
+	charge(&new->it_value);
+	return (int)syscall(SYS_timerfd_settime, fd, flags, new, old);
+}
+
+/* libvsched's futex calls pass six arguments (lib/os.c): a timed
+ * FUTEX_WAIT_BITSET's fourth is its absolute deadline. */
+long syscall(long nr, ...)
+{
+	static long (*real)(long, ...);
+	long a[6];
+	va_list ap;
+
+	va_start(ap, nr);
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	if (!real)
+		real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+	if (nr == SYS_futex && (a[1] & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET && a[3])
+		charge((const struct timespec *)a[3]);
+	return real(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* `n` timed waits of 2 ms on a fresh vCPU, with one silent eventfd (`fd`:
+ * the epoll path and its timerfd) or none (the futex), early sleeps
+ * costing `e` us and plain ones `p` us at a CPU budget of `budget`.
+ * Returns how many of the last `last` waits asked the kernel early. */
+static unsigned early_waits(bool fd, unsigned e, unsigned p, unsigned budget,
+			    unsigned n, unsigned last)
+{
+	struct vsched_vm *vm;
+	struct vsched_vcpu *v;
+	struct vsched_poll_params pp = { .size = sizeof(pp) };
+	int efd = eventfd(0, EFD_NONBLOCK);
+	unsigned early = 0;
+
+	assert_true(efd >= 0);
+	assert_int_equal(vsched_vm_create(NULL, &vm), 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	assert_int_equal(vsched_vcpu_create(vm, 0, NULL, &v), 0);
+	if (fd)
+		assert_int_equal(vsched_vcpu_fd_add(v, efd, EPOLLIN, 1), 0);
+	assert_int_equal(vsched_vm_get_poll(vm, &pp), 0);
+	pp.cpu_budget_pct = budget;
+	assert_int_equal(vsched_vcpu_set_poll(v, &pp), 0);
+	early_ns = e * 1000ull;
+	plain_ns = p * 1000ull;
+	for (unsigned i = 0; i < n; i++) {
+		wait_deadline = mono_ns() + 2000000;
+		first_ask = -1;
+		assert_int_equal(vsched_vcpu_block(v, wait_deadline), VSCHED_WAKE_DEADLINE);
+		if (i >= n - last && first_ask == 1)
+			early++;
+	}
+	wait_deadline = 0;
+	vsched_vcpu_destroy(v);
+	vsched_vm_destroy(vm);
+	close(efd);
+	return early;
+}
+
+/* 64 samples of each kind at one wait in 4 take 512 waits; the next 200
+ * are judged. A dear class still samples an early wait now and then (one
+ * in 64 of its waits), a cheap one a plain wait. */
+#define WAITS 712
+#define JUDGED 200
+
+static void test_dear_early_sleeps_go_plain(void **state)
+{
+	(void)state;
+	/* Early sleeps at twice a plain one's CPU, budget 100: plain, on
+	 * either path. */
+	for (int fd = 1; fd >= 0; fd--) {
+		unsigned early = early_waits(fd, 40, 20, 100, WAITS, JUDGED);
+
+		printf("%s, dear, budget 100: %u of %u waits early\n",
+		       fd ? "epoll" : "futex", early, JUDGED);
+		assert_true(early <= JUDGED / 10);
+	}
+}
+
+static void test_cheap_early_sleeps_stay(void **state)
+{
+	(void)state;
+	/* Early sleeps at a plain one's CPU: early. */
+	unsigned early = early_waits(true, 20, 20, 100, WAITS, JUDGED);
+
+	printf("cheap, budget 100: %u of %u waits early\n", early, JUDGED);
+	assert_true(early >= JUDGED * 8 / 10);
+}
+
+static void test_budget_buys_early_sleeps(void **state)
+{
+	(void)state;
+	/* Twice a plain one's CPU again, within a budget of 300: early. */
+	unsigned early = early_waits(true, 40, 20, 300, WAITS, JUDGED);
+
+	printf("dear, budget 300: %u of %u waits early\n", early, JUDGED);
+	assert_true(early >= JUDGED * 8 / 10);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dear_early_sleeps_go_plain),
+		cmocka_unit_test(test_cheap_early_sleeps_stay),
+		cmocka_unit_test(test_budget_buys_early_sleeps),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
