@@ -42,7 +42,10 @@ void vsched__clear_tags(struct vsched_block_result *res)
  * deadline). It consumes what is edge-triggered (the kick eventfd's and an
  * eventfd doorbell's pending rings: stale ones, since the owner is not
  * BLOCKED and its condition is looked at before any sleep) and reads
- * nothing. Returns the number of ready user fds, whose tags are in res
+ * nothing. A fired timerfd, which the sleep that saw it left readable for
+ * the next arm's timerfd_settime to clear, is disarmed here (that call,
+ * once), or every look until the next sleep would be handed it again
+ * (a check-once loop after a timed sleep: 0.15-0.3 us a look here). Returns the number of ready user fds, whose tags are in res
  * (a doorbell's ring is not reported: it rings only while the owner
  * sleeps; one that hung up is, as the sleep reports it). A look between a
  * re-check and a sleep must sort its events as the sleep does
@@ -55,8 +58,12 @@ unsigned vsched__collect_ready(struct vsched__sleeper *s,
 	vsched__clear_tags(res);
 	for (int i = 0; i < n; i++) {
 		uint64_t slot = s->ev[i].data.u64;
-		if (vsched__user_slot(s, slot) && vsched__reported(s, slot, s->ev[i].events))
+		if (vsched__user_slot(s, slot) && vsched__reported(s, slot, s->ev[i].events)) {
 			vsched__add_tag(res, s->tag_of[slot - SLOT_USER]);
+		} else if (slot == SLOT_TFD) {
+			vsched__os_timer_at(&s->os, VSCHED_DEADLINE_NONE);
+			s->tfd_at = VSCHED_DEADLINE_NONE;
+		}
 	}
 	return res->nready_total;
 }

@@ -10,6 +10,7 @@
  * Deadlines here are hang guards only (10 s); nothing asserts a duration.
  * Section 8 is the second review, of 851f08c (the look after the spin). */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
@@ -578,6 +579,56 @@ static void test_fired_timer_no_busy_loop(void **state)
 	}
 }
 
+/* A fired timerfd left readable by the sleep (the next arm's
+ * timerfd_settime clears it) is not handed to every fd look until then: a
+ * check-once loop after a timed sleep sees it at most once (the look
+ * disarms it). Counted by this program's epoll_pwait(), which libvsched
+ * calls: the events its zero-timeout calls return. On the code before
+ * (afc0d8f) each of the 20 looks was handed the timer. */
+static atomic_uint look_events;
+static atomic_bool count_looks;
+
+int epoll_pwait(int epfd, struct epoll_event *ev, int n, int timeout,
+		const sigset_t *sigmask)
+{
+	static int (*real)(int, struct epoll_event *, int, int, const sigset_t *);
+
+	if (!real)
+		real = (int (*)(int, struct epoll_event *, int, int,
+				const sigset_t *))dlsym(RTLD_NEXT, "epoll_pwait");
+	int r = real(epfd, ev, n, timeout, sigmask);
+	if (r > 0 && !timeout && atomic_load(&count_looks))
+		atomic_fetch_add(&look_events, (unsigned)r);
+	return r;
+}
+
+static void test_fired_timer_looked_at_once(void **state)
+{
+	struct vsched_poll_params pp;
+	struct vsched_vm *vm;
+	(void)state;
+
+	vsched_poll_defaults(VSCHED_POLL_NONE, 0, &pp);
+	struct vsched_vcpu *v = vm_req_vcpu(NULL, &pp, 1, &vm);
+	int efd = eventfd(0, EFD_NONBLOCK);
+	assert_int_equal(vsched_vcpu_fd_add(v, efd, EPOLLIN, 1), 0);
+	/* A timed sleep (1 ms: slept, its timerfd fires), then check-onces. */
+	assert_int_equal(vsched_vcpu_block(v, mono() + 1000000), VSCHED_WAKE_DEADLINE);
+	atomic_store(&look_events, 0);
+	atomic_store(&count_looks, true);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(vsched_vcpu_block(v, mono()), VSCHED_WAKE_DEADLINE);
+	atomic_store(&count_looks, false);
+	assert_true(stats_of(v).halt_poll_fd_checks >= 20);
+	if (atomic_load(&look_events) > 1)
+		fail_msg("%u events in 20 looks: the fired timerfd at every look",
+			 atomic_load(&look_events));
+	/* The timer still works: a timed sleep after the looks. */
+	assert_int_equal(vsched_vcpu_block(v, mono() + 1000000), VSCHED_WAKE_DEADLINE);
+	vsched_vm_destroy(vm);
+	close(efd);
+}
+
 /* --- 3. Doorbells at fd_add, re-added, replaced, semaphore -------------
  *
  * An eventfd doorbell already readable when added (the writers' counter,
@@ -1086,6 +1137,7 @@ int main(void)
 		cmocka_unit_test(test_edge_rings),
 		cmocka_unit_test(test_no_read_on_wait_paths),
 		cmocka_unit_test(test_fired_timer_no_busy_loop),
+		cmocka_unit_test(test_fired_timer_looked_at_once),
 		cmocka_unit_test(test_doorbell_readable_at_add),
 		cmocka_unit_test(test_shared_doorbell),
 		cmocka_unit_test(test_service_stop),
