@@ -5,9 +5,11 @@
  * plain; one whose early sleeps cost what plain ones do keeps them; a larger
  * budget buys them back. The thread's CPU is faked, so that the verdict is
  * the test's and not the host's: this program defines clock_gettime(),
- * timerfd_settime() and syscall(), which libvsched calls. A timerfd set or
- * a futex wait timed for earlier than the wait's deadline charges the
- * thread `early_ns` of CPU, one for the deadline `plain_ns`;
+ * timerfd_settime() and syscall(), which libvsched calls. A wait whose
+ * first kernel sleep (a timerfd set, a timed futex wait) asks for earlier
+ * than its deadline charges the thread `early_ns` of CPU, one that asks for
+ * the deadline `plain_ns`, and its other sleeps nothing (an early wakeup
+ * too early to spin sleeps again: under valgrind often);
  * CLOCK_THREAD_CPUTIME_ID reads the charges. Every other clock, the timerfd
  * and the futex are the real ones. */
 #define _GNU_SOURCE
@@ -44,17 +46,15 @@ int clock_gettime(clockid_t id, struct timespec *ts)
 	return real(id, ts);
 }
 
-/* A kernel sleep asked to end at `ts` during a wait. */
+/* A kernel sleep asked to end at `ts` during a wait: the wait's first
+ * is charged. */
 static void charge(const struct timespec *ts)
 {
 	uint64_t at = (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
 
-	if (at && wait_deadline) {
-		bool early = at < wait_deadline;
-
-		fake_cpu += early ? early_ns : plain_ns;
-		if (first_ask < 0)
-			first_ask = early;
+	if (at && wait_deadline && first_ask < 0) {
+		first_ask = at < wait_deadline;
+		fake_cpu += first_ask ? early_ns : plain_ns;
 	}
 }
 
