@@ -45,7 +45,11 @@ static int opt_tw_budget = -1;
 static int timedwait_option(int argc, char **argv, int i)
 {
 	if (!strcmp(argv[i], "--tw-budget") && i + 1 < argc) {
-		opt_tw_budget = atoi(argv[i + 1]);
+		char *end;
+		long v = strtol(argv[i + 1], &end, 10);
+
+		/* Not a number: -2, which run_timedwait() reports. */
+		opt_tw_budget = *argv[i + 1] && !*end && v >= 0 && v <= 1000000 ? (int)v : -2;
 		return 2;
 	}
 	return 0;
@@ -155,15 +159,18 @@ static int run_timedwait(void)
 	if (x.efd < 0 || x.tfd < 0 || x.ep < 0 ||
 	    vsched_vcpu_fd_add(x.v[0], x.efd, EPOLLIN, 0))
 		abort();
-	if (opt_tw_budget >= 0) {
+	if (opt_tw_budget != -1) {
 		struct vsched_poll_params pp = { .size = sizeof(pp) };
+		int rc = opt_tw_budget < 0 ? VSCHED_EINVAL : vsched_vm_get_poll(x.vm, &pp);
 
-		if (vsched_vm_get_poll(x.vm, &pp))
-			abort();
 		pp.cpu_budget_pct = (unsigned)opt_tw_budget;
-		for (int i = 0; i < 2; i++)
-			if (vsched_vcpu_set_poll(x.v[i], &pp))
-				abort();
+		for (int i = 0; !rc && i < 2; i++)
+			rc = vsched_vcpu_set_poll(x.v[i], &pp);
+		if (rc) {
+			fprintf(stderr, "timedwait: --tw-budget: %s\n", vsched_strerror(rc));
+			vsched_vm_destroy(x.vm);
+			return 2;
+		}
 	}
 	ev.data.u64 = 0;
 	if (epoll_ctl(x.ep, EPOLL_CTL_ADD, x.efd, &ev))

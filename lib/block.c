@@ -521,8 +521,10 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 	hl->waited = true;
 	/* The sleep's CPU, sampled, when not given: the ADAPTIVE policy
 	 * prices sleeps with it, and every policy polls to a deadline nearer
-	 * than it (short_wait()). Learnt at a waker's wake below or at a
-	 * timed sleep's timeout (lib/sleep.c), before any on-time spin. */
+	 * than it (short_wait()). Learnt at a waker's wake below (unless the
+	 * sample counts only as a whole timed wait: it spun, or a class
+	 * learning its CPU started it) or at a timed wait's deadline, spins
+	 * included (lib/sleep.c). */
 	s->cpu0 = 0;
 	if (!s->params.sleep_cpu_ns && vsched__sleep_sampled(++s->sleeps))
 		vsched__sample_start(s);
@@ -554,7 +556,7 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 			 * syscall (~2 us) that the wake's must not include. */
 			if (learn_wake)
 				hl->res->wake_ns = vsched__learn_wake_cost(s, arm_at);
-			if (s->cpu0)
+			if (s->cpu0 && !s->cpu_whole)
 				vsched__learn_sleep_cpu(s);
 			break;
 		}

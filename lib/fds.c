@@ -43,9 +43,11 @@ void vsched__clear_tags(struct vsched_block_result *res)
  * eventfd doorbell's pending rings: stale ones, since the owner is not
  * BLOCKED and its condition is looked at before any sleep) and reads
  * nothing. A fired timerfd, which the sleep that saw it left readable for
- * the next arm's timerfd_settime to clear, is disarmed here (that call,
- * once), or every look until the next sleep would be handed it again
- * (a check-once loop after a timed sleep: 0.15-0.3 us a look here). Returns the number of ready user fds, whose tags are in res
+ * the next arm's timerfd_settime to clear, is disarmed by the second look
+ * handed it (that call, once), or every look until the next sleep would
+ * be handed it again (a check-once loop after a timed sleep: 0.15-0.3 us
+ * a look here); not by the first, where one look follows each timed sleep
+ * (the syscall would cost more than the event). Returns the number of ready user fds, whose tags are in res
  * (a doorbell's ring is not reported: it rings only while the owner
  * sleeps; one that hung up is, as the sleep reports it). A look between a
  * re-check and a sleep must sort its events as the sleep does
@@ -60,9 +62,12 @@ unsigned vsched__collect_ready(struct vsched__sleeper *s,
 		uint64_t slot = s->ev[i].data.u64;
 		if (vsched__user_slot(s, slot) && vsched__reported(s, slot, s->ev[i].events)) {
 			vsched__add_tag(res, s->tag_of[slot - SLOT_USER]);
+		} else if (slot == SLOT_TFD && !s->tfd_looked) {
+			s->tfd_looked = true;
 		} else if (slot == SLOT_TFD) {
 			vsched__os_timer_at(&s->os, VSCHED_DEADLINE_NONE);
 			s->tfd_at = VSCHED_DEADLINE_NONE;
+			s->tfd_looked = false;
 		}
 	}
 	return res->nready_total;

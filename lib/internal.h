@@ -52,12 +52,13 @@ struct vsched__mean {
  * its deadline; how far short of the lateness they aim (ns) and the mean
  * spin that left (ns a sleep); which kind the next sampled one is and
  * whether early ones are dearer (`dear`); its timed waits, counted to
- * sample them. */
+ * sample them, and the samples it started while it learnt (`tries`: a
+ * waker may end every one of them). */
 struct vsched__late {
 	struct vsched__median late;
 	struct vsched__mean cpu_early, cpu_plain;
 	uint32_t keep, spin;
-	uint16_t waits;
+	uint16_t waits, tries;
 	bool probe_plain, dear;
 };
 
@@ -157,8 +158,10 @@ struct vsched__sleeper {
 	/* The learnt lateness of timed sleeps (lib/sleep.c), by mechanism
 	 * (LATE_FUTEX, LATE_EPOLL) and class of time left. */
 	struct vsched__late late[2][VSCHED__LATE_CLASSES];
-	uint64_t cpu0;              /* a sampled sleep's thread CPU at its arm, or 0 */
+	uint64_t cpu0;              /* a CPU sample's start (its arm, or its plan), or 0 */
 	uint64_t cpu_read;          /* what the read of cpu0 cost (vsched__sample_start()) */
+	bool cpu_whole;             /* the sample counts only as a whole timed wait */
+	bool tfd_looked;            /* a look was handed the fired timerfd (lib/fds.c) */
 	uint64_t tfd_at;            /* the timerfd's expiry as last set */
 	struct vsched__median cpu_med; /* measured CPU of a sleep */
 	uint64_t wake_cost_ns;      /* measured latency of a woken sleep (EWMA) */

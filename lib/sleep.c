@@ -109,20 +109,24 @@ static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 	p->late = &s->late[mech][late_class(left)];
 	by = early_by(pct, p->late, mech == LATE_FUTEX ? LATE_START : LATE_START_EPOLL);
 	/* No time to sleep on time (the kernel wakes later than the time
-	 * left): sleep late, to kd. Nor where this class's early sleeps
-	 * cost twice the CPU of its plain ones, DEAR_SAMPLES of each seen
-	 * (a nested host's short timers). A sampled sleep is of the kind
-	 * the class's last sample was not (probe_plain). */
+	 * left): sleep late, to kd. Nor where this class's early waits cost
+	 * more than the CPU budget lets them (dear()). A sampled wait is of
+	 * the kind the class's last sample was not (probe_plain); a class
+	 * samples more often while it learns, for CPU_SAMPLE_TRIES samples
+	 * started at most (a waker may end every one: then it never would
+	 * have learnt), and such a sample counts only as a whole timed wait. */
 	if (by >= left)
 		return;
 	if (pct != 100) {
 		struct vsched__late *l = p->late;
-		unsigned every = l->cpu_early.n < CPU_MEAN_N || l->cpu_plain.n < CPU_MEAN_N
-					 ? CPU_SAMPLE_HUNGRY
-					 : CPU_SAMPLE_FED;
+		bool learning = (l->cpu_early.n < CPU_MEAN_N || l->cpu_plain.n < CPU_MEAN_N) &&
+				l->tries < CPU_SAMPLE_TRIES;
 
-		if (!s->cpu0 && !(++l->waits % every))
+		if (!s->cpu0 && !(++l->waits % (learning ? CPU_SAMPLE_HUNGRY : CPU_SAMPLE_FED))) {
 			vsched__sample_start(s);
+			s->cpu_whole = true;
+			l->tries += learning;
+		}
 		if (s->cpu0 ? l->probe_plain : dear(l, s->params.cpu_budget_pct))
 			return;
 	}
@@ -130,19 +134,20 @@ static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 }
 
 /* A mean of CPU samples: the first CPU_MEAN_N's, then an EWMA of
- * 1/CPU_MEAN_N; once it has CPU_MEAN_N, a sample is capped at 4x the
- * mean (a signal handler run inside one wait). */
+ * 1/CPU_MEAN_N; from the 5th, a sample is capped at 4x the mean (a signal
+ * handler run inside one wait, which would otherwise move a mean of 64
+ * past the budget's tolerance on its own). */
 static void mean_add(struct vsched__mean *m, uint64_t x)
 {
 	uint64_t v = x < LATE_MAX ? x : LATE_MAX;
 
+	if (m->n >= 4 && v > 4 * (uint64_t)m->est)
+		v = 4 * (uint64_t)m->est;
 	if (m->n < CPU_MEAN_N) {
 		m->n++;
 		m->est = (uint32_t)((int64_t)m->est + ((int64_t)v - (int64_t)m->est) / m->n);
 		return;
 	}
-	if (v > 4 * (uint64_t)m->est)
-		v = 4 * (uint64_t)m->est;
 	m->est = (uint32_t)((int64_t)m->est + ((int64_t)v - (int64_t)m->est) / CPU_MEAN_N);
 }
 
@@ -252,8 +257,11 @@ static bool early_wakeup(struct vsched__sleeper *s, uint32_t blocked,
 	struct vsched__late *l = p->late;
 	uint64_t cost = l->cpu_plain.est ? l->cpu_plain.est : vsched__sleep_cost(s);
 
-	/* A wakeup too early to spin costs a second sleep instead. */
+	/* A wakeup too early to spin costs a second sleep instead. Either
+	 * way a CPU sample now counts only as the whole timed wait's (a
+	 * waker that ends it meanwhile does not teach a sleep's cost). */
 	learn_late(l, late, spin <= p->spin ? spin : cost, cost);
+	s->cpu_whole = true;
 	if (spin > p->spin)
 		return false;
 	while (atomic_load_explicit(s->word, memory_order_relaxed) == blocked &&
@@ -366,6 +374,7 @@ static void timer_at(struct vsched__sleeper *s, uint64_t at)
 		return;
 	vsched__os_timer_at(&s->os, at);
 	s->tfd_at = at;
+	s->tfd_looked = false;
 }
 
 /* The `n` events of one epoll_pwait: the kick eventfd's ring is consumed
@@ -517,6 +526,7 @@ void vsched__sample_start(struct vsched__sleeper *s)
 
 	s->cpu0 = vsched__thread_cpu_ns();
 	s->cpu_read = a && s->cpu0 > a ? s->cpu0 - a : 0;
+	s->cpu_whole = false;
 }
 
 uint64_t vsched__sample_cpu(struct vsched__sleeper *s)

@@ -54,6 +54,7 @@
 #define CPU_MEAN_N 64
 #define CPU_SAMPLE_HUNGRY 4
 #define CPU_SAMPLE_FED 32
+#define CPU_SAMPLE_TRIES (4 * CPU_MEAN_N) /* started at the learning rate, at most */
 #define DEAR_ABOVE 34
 #define DEAR_BELOW 33
 

@@ -128,10 +128,12 @@ struct vsched_poll_params {
 	 * CPU one sleep costs the sleeping thread (its futex or epoll round
 	 * trip, being scheduled out and back in) beyond a polled wakeup: the
 	 * ADAPTIVE policy prices sleeps with it, and every policy polls to a
-	 * deadline nearer than it (spin_pct). 0 (the default): the block
-	 * engine measures it per sleeper (thread CPU time across a sample of
-	 * its sleeps, up to the wake or the early timeout) and a replay
-	 * without the engine takes VSCHED_POLL_SLEEP_CPU_NS. Added in 0.3.
+	 * deadline no farther than cpu_budget_pct of it (spin_pct). 0 (the
+	 * default): the block engine measures it per sleeper and per class
+	 * of timed wait (thread CPU time across a sample of its sleeps, up to
+	 * the wake or the timed wait's end, less the sample's own clock
+	 * read) and a replay without the engine takes
+	 * VSCHED_POLL_SLEEP_CPU_NS. Added in 0.3.
 	 */
 	uint64_t sleep_cpu_ns;
 	/**
@@ -149,7 +151,7 @@ struct vsched_poll_params {
 	 * (the early wakeup aims before the deadline, and a deadline nearer
 	 * than the kernel can wake is polled to). 0: never spin (late by the
 	 * thread's timer slack and the wakeup). With any value but 0 a wait
-	 * whose deadline is no nearer than cpu_budget_pct of a sleep's CPU
+	 * whose deadline is no farther than cpu_budget_pct of a sleep's CPU
 	 * (measured, or sleep_cpu_ns) polls to it instead of sleeping (on
 	 * the VM's default clock and wait or with fds, unless vetoed as a
 	 * poll window is; block.h). A
@@ -176,9 +178,11 @@ struct vsched_poll_params {
 	 * CPU (polls only where that is cheaper than sleeping). At most
 	 * 10000. Every policy's timed waits (spin_pct) spend up to this share
 	 * of a plain sleep's CPU to end on time: at 100 they sleep early and
-	 * spin only where that costs no more than sleeping to the deadline,
-	 * and poll to a deadline only where polling does. A struct whose
-	 * size ends before it gets 100. Added in 0.3.
+	 * spin only where that costs no more than sleeping to the deadline
+	 * (within 1/16: early waits that cost more are slept plain; they
+	 * return to early below 1/32 over), and poll to a deadline only
+	 * where polling does. A struct whose size ends before it gets 100.
+	 * Added in 0.3.
 	 */
 	unsigned cpu_budget_pct;
 	/**
