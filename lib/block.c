@@ -335,9 +335,10 @@ choose_window(const struct target_ops *op, const struct target *t,
  * long costs in CPU (vsched__plain_cost(), measured) would pay for, times
  * the params' cpu_budget_pct: at the default 100 polling to it costs no
  * more CPU than sleeping and returns on time, where the sleep would
- * return as late as the kernel wakes it, so the halt polls to it. So does one that
- * the kernel could not wake on time (vsched__late_for()) when spin_pct is
- * 100, on time whatever it costs. That is not a poll the policy chose:
+ * return as late as the kernel wakes it, so the halt polls to it. So does
+ * one that the kernel could not wake on time (vsched__late_for()) when
+ * spin_pct is 100, on time whatever it costs. That is not a poll the
+ * policy chose:
  * its window stays the policy's, and the caller's deadline reached is no
  * win (account(); a guest timer that expires meanwhile is, as in any
  * window). Decided once, at the halt's start. Not with spin_pct 0 (never
@@ -520,8 +521,8 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 	hl->sleep_start = hl->attempted ? ops->now_ns(ops->ctx) : hl->poll_end;
 	hl->waited = true;
 	/* The sleep's CPU, sampled, when not given: the ADAPTIVE policy
-	 * prices sleeps with it, and every policy polls to a deadline nearer
-	 * than it (short_wait()). Learnt at a waker's wake below (unless the
+	 * prices sleeps with it, and every policy polls to a deadline no
+	 * farther than cpu_budget_pct of it (short_wait()). Learnt at a waker's wake below (unless the
 	 * sample counts only as a whole timed wait: it spun, or a class
 	 * learning its CPU started it) or at a timed wait's deadline, spins
 	 * included (lib/sleep.c). */

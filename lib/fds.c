@@ -47,11 +47,12 @@ void vsched__clear_tags(struct vsched_block_result *res)
  * handed it (that call, once), or every look until the next sleep would
  * be handed it again (a check-once loop after a timed sleep: 0.15-0.3 us
  * a look here); not by the first, where one look follows each timed sleep
- * (the syscall would cost more than the event). Returns the number of ready user fds, whose tags are in res
- * (a doorbell's ring is not reported: it rings only while the owner
- * sleeps; one that hung up is, as the sleep reports it). A look between a
- * re-check and a sleep must sort its events as the sleep does
- * (lib/sleep.c). Owner thread, with s->nlook != 0. */
+ * (the syscall would cost more than the event). Returns the number of
+ * ready user fds, whose tags are in res (a doorbell's ring is not
+ * reported: it rings only while the owner sleeps; one that hung up is, as
+ * the sleep reports it). A look between a re-check and a sleep must sort
+ * its events as the sleep does (lib/sleep.c). Owner thread, with
+ * s->nlook != 0. */
 unsigned vsched__collect_ready(struct vsched__sleeper *s,
 			      struct vsched_block_result *res)
 {

@@ -40,7 +40,7 @@ struct vsched__median {
 	bool up;
 	uint8_t n;
 };
-/* A mean of CPU samples (lib/sleep.c, vsched__mean_add()): ns (0: no
+/* A mean of CPU samples (lib/sleep.c, mean_add()): ns (0: no
  * sample yet) and samples (up to CPU_MEAN_N, then an EWMA of 1/CPU_MEAN_N). */
 struct vsched__mean {
 	uint32_t est;
