@@ -36,7 +36,7 @@
 #include "bench.h"
 
 static const unsigned timeouts_us[] = { 0, 10, 20, 50, 100, 200, 500, 1000 };
-#define WARMUP 800
+#define WARMUP 2500
 #define WARMUP_QUICK 100
 
 /* --tw-budget N: the vCPUs' cpu_budget_pct (default: the VM's, 100). */

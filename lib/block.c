@@ -333,7 +333,8 @@ choose_window(const struct target_ops *op, const struct target *t,
 
 /* A timed halt whose deadline `eff` comes no later than a plain sleep that
  * long costs in CPU (vsched__plain_cost(), measured) would pay for, times
- * the params' cpu_budget_pct: at the default 100 polling to it costs no
+ * the params' cpu_budget_pct, less a sixteenth (a tie goes to the sleep:
+ * the poll loop's own work): at the default 100 polling to it costs no
  * more CPU than sleeping and returns on time, where the sleep would
  * return as late as the kernel wakes it, so the halt polls to it. So does
  * one that the kernel could not wake on time (vsched__late_for()) when
@@ -361,7 +362,7 @@ static inline bool short_wait(struct vsched__sleeper *s, uint64_t t0,
 	c = vsched__plain_cost(s, left);
 	if (__builtin_mul_overflow(c, (uint64_t)s->params.cpu_budget_pct, &lim))
 		lim = UINT64_MAX;
-	if (left > lim / 100 &&
+	if (left + left / 16 > lim / 100 &&
 	    !(s->params.spin_pct == 100 && left <= vsched__late_for(s, left)))
 		return false;
 	if (s->params.spin_pct == 100)

@@ -45,16 +45,19 @@
 #define LATE_STEP 1000
 /* Whether a class's early sleeps pay (lib/sleep.c, dear()): the thread
  * CPU of whole timed waits of each kind, early and plain in turn,
- * CPU_MEAN_N of each before it is judged; sampled in one of
- * CPU_SAMPLE_HUNGRY of the class's timed waits until then and one of
- * CPU_SAMPLE_FED after (three clock syscalls a sample: ~1 us a wait, then
- * ~0.13 us, here). Early ones become dear above DEAR_ABOVE/32 of the
+ * CPU_MEAN_N of each before it is judged (one wait's CPU is bimodal here,
+ * 5 or 17 us at 500 us: with 64 the verdict on a 10-15% difference came
+ * out wrong in about one bench run in three); sampled in one of
+ * CPU_SAMPLE_HUNGRY of the class's timed waits until then (for
+ * CPU_SAMPLE_TRIES samples started at most) and one of CPU_SAMPLE_FED
+ * after (three clock syscalls a sample: ~1 us a wait, then ~0.13 us,
+ * here). Early ones become dear above DEAR_ABOVE/32 of the
  * budget (cpu_budget_pct of the plain ones' CPU), and pay again below
  * DEAR_BELOW/32 of it. */
-#define CPU_MEAN_N 64
+#define CPU_MEAN_N 256
 #define CPU_SAMPLE_HUNGRY 4
 #define CPU_SAMPLE_FED 32
-#define CPU_SAMPLE_TRIES (4 * CPU_MEAN_N) /* started at the learning rate, at most */
+#define CPU_SAMPLE_TRIES (3 * CPU_MEAN_N) /* started at the learning rate, at most */
 #define DEAR_ABOVE 34
 #define DEAR_BELOW 33
 
