@@ -152,10 +152,10 @@ struct vsched_poll_params {
 	 * than the kernel can wake is polled to). 0: never spin (late by the
 	 * thread's timer slack and the wakeup). With any value but 0 a wait
 	 * whose deadline is no farther than cpu_budget_pct of a sleep's CPU
-	 * (measured, or sleep_cpu_ns) polls to it instead of sleeping (on
-	 * the VM's default clock and wait or with fds, unless vetoed as a
-	 * poll window is; block.h). A
-	 * struct whose size ends before it gets the default. Added in 0.3.
+	 * (measured, or sleep_cpu_ns), less a sixteenth, polls to it instead
+	 * of sleeping (on the VM's default clock and wait or with fds,
+	 * unless vetoed as a poll window is; block.h). A struct whose size
+	 * ends before it gets the default. Added in 0.3.
 	 */
 	unsigned spin_pct;
 	/**
