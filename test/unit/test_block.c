@@ -878,6 +878,20 @@ static void *post_when_polling(void *arg)
 	return NULL;
 }
 
+/* With `pp` in force, one 20 ms timed wait of `v` to its deadline: the
+ * vCPU's stats after it. */
+static struct vsched_vcpu_stats wait_20ms(struct vsched_vcpu *v,
+					  const struct vsched_poll_params *pp)
+{
+	uint64_t dl;
+
+	assert_int_equal(vsched_vcpu_set_poll(v, pp), 0);
+	dl = mono_ns() + 20000000;
+	assert_int_equal(vsched_vcpu_block(v, dl), VSCHED_WAKE_DEADLINE);
+	assert_true(mono_ns() >= dl);
+	return stats_of(v);
+}
+
 static void test_short_wait_polls(void **state)
 {
 	struct vsched_block_result res = { .size = sizeof(res) };
@@ -925,31 +939,19 @@ static void test_short_wait_polls(void **state)
 	 * at a sleep's CPU of 10 ms sleeps at the default budget of 100,
 	 * and polls at 300 (issue 23). */
 	pp.sleep_cpu_ns = 10000000;
-	assert_int_equal(vsched_vcpu_set_poll(v, &pp), 0);
 	uint64_t waited = st.halt.halt_wait_ns;
-	dl = mono_ns() + 20000000;
-	assert_int_equal(vsched_vcpu_block(v, dl), VSCHED_WAKE_DEADLINE);
-	assert_true(mono_ns() >= dl);
-	st = stats_of(v);
+	st = wait_20ms(v, &pp);
 	assert_int_equal(st.halt.halt_attempted_poll, 2);
 	assert_true(st.halt.halt_wait_ns > waited);
 	waited = st.halt.halt_wait_ns;
 	pp.cpu_budget_pct = 300;
-	assert_int_equal(vsched_vcpu_set_poll(v, &pp), 0);
-	dl = mono_ns() + 20000000;
-	assert_int_equal(vsched_vcpu_block(v, dl), VSCHED_WAKE_DEADLINE);
-	assert_true(mono_ns() >= dl);
-	st = stats_of(v);
+	st = wait_20ms(v, &pp);
 	assert_int_equal(st.halt.halt_attempted_poll, 3);
 	assert_int_equal(st.halt.halt_wait_ns, waited);
 
 	/* spin_pct 0: never spin, so a sleep. */
 	pp.spin_pct = 0;
-	assert_int_equal(vsched_vcpu_set_poll(v, &pp), 0);
-	dl = mono_ns() + 20000000;
-	assert_int_equal(vsched_vcpu_block(v, dl), VSCHED_WAKE_DEADLINE);
-	assert_true(mono_ns() >= dl);
-	st = stats_of(v);
+	st = wait_20ms(v, &pp);
 	assert_int_equal(st.halt.halt_attempted_poll, 3);
 	assert_true(st.halt.halt_wait_ns > waited);
 	vsched_vm_destroy(vm);
