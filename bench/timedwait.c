@@ -18,8 +18,8 @@
  * What is measured is the steady state: each timeout's vsched waits first
  * run WARMUP times unmeasured, in which a class of timed waits learns how
  * late the kernel wakes it and whether its early sleeps pay (lib/sleep.c:
- * 512 of its waits, sampling one in 4 of them at ~2.8 us of clock syscalls
- * a sample).
+ * 2,048 of its waits, sampling one in 4 of them at ~4 us of clock
+ * syscalls a sample).
  */
 #define _GNU_SOURCE
 #include <stddef.h>
@@ -36,6 +36,7 @@
 #include "bench.h"
 
 static const unsigned timeouts_us[] = { 0, 10, 20, 50, 100, 200, 500, 1000 };
+#define NTO (sizeof(timeouts_us) / sizeof(timeouts_us[0]))
 #define WARMUP 2500
 #define WARMUP_QUICK 100
 
@@ -54,7 +55,6 @@ static int timedwait_option(int argc, char **argv, int i)
 	}
 	return 0;
 }
-#define NTO (sizeof(timeouts_us) / sizeof(timeouts_us[0]))
 
 /* pair 0: with fds, pair 1: without; impl 0: vsched, impl 1: baseline */
 static const char *const pair_name[2] = { "fd", "nofd" };

@@ -603,7 +603,7 @@ int epoll_pwait(int epfd, struct epoll_event *ev, int n, int timeout,
 	return r;
 }
 
-static void test_fired_timer_looked_at_once(void **state)
+static void test_fired_timer_not_every_look(void **state)
 {
 	struct vsched_poll_params pp;
 	struct vsched_vm *vm;
@@ -1138,7 +1138,7 @@ int main(void)
 		cmocka_unit_test(test_edge_rings),
 		cmocka_unit_test(test_no_read_on_wait_paths),
 		cmocka_unit_test(test_fired_timer_no_busy_loop),
-		cmocka_unit_test(test_fired_timer_looked_at_once),
+		cmocka_unit_test(test_fired_timer_not_every_look),
 		cmocka_unit_test(test_doorbell_readable_at_add),
 		cmocka_unit_test(test_shared_doorbell),
 		cmocka_unit_test(test_service_stop),
