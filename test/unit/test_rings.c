@@ -1022,10 +1022,15 @@ static void test_no_read_on_wait_paths(void **state)
 #if defined(__x86_64__)
 enum { LK_FD, LK_BELL };
 
+/* `in`: the wait's deadline, or (`tm`) its guest timer's, that long after
+ * the thread starts it, so that a slow thread start (ASan, a loaded host)
+ * does not find it passed and make no sleep to look after (1 run in 5
+ * under ASan, when the main thread set them before pthread_create). */
 struct lk_run {
 	struct vsched_waiter *w;
 	struct vsched_vcpu *v;
-	uint64_t deadline;
+	struct vsched_timer *tm;
+	uint64_t in, deadline;
 	struct vsched_block_result res;
 	int rc;
 };
@@ -1034,6 +1039,10 @@ static void *lk_thread(void *arg)
 	struct lk_run *r = arg;
 	if (trap_look())
 		abort();
+	if (r->tm && vsched_timer_arm(r->tm, mono() + r->in))
+		abort();
+	if (!r->tm)
+		r->deadline = mono() + r->in;
 	r->rc = r->w ? vsched_waiter_wait(r->w, r->deadline, &r->res)
 		     : vsched_vcpu_block_ex(r->v, r->deadline, &r->res);
 	return NULL;
@@ -1088,7 +1097,7 @@ static void test_look_at_deadline(void **state)
 	int bell = eventfd(0, EFD_NONBLOCK), plain = eventfd(0, EFD_NONBLOCK);
 	assert_int_equal(vsched_waiter_fd_add(w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
 	assert_int_equal(vsched_waiter_fd_add(w, plain, EPOLLIN, 7), 0);
-	r = (struct lk_run){ .w = w, .deadline = mono() + 5000000 };
+	r = (struct lk_run){ .w = w, .in = 5000000 };
 	rc = lk_wait(&r, LK_FD, plain);
 	if (rc != VSCHED_WAKE_FD || r.res.nready_total != 1 || r.res.tags[0] != 7)
 		bad++, print_error("plain fd ready during the spin: rc %d, %u ready, tag %llu "
@@ -1097,7 +1106,7 @@ static void test_look_at_deadline(void **state)
 	eventfd_read(plain, &v); /* not ready again */
 
 	/* The doorbell, its condition true: the condition is looked at. */
-	r = (struct lk_run){ .w = w, .deadline = mono() + 5000000 };
+	r = (struct lk_run){ .w = w, .in = 5000000 };
 	rc = lk_wait(&r, LK_BELL, bell);
 	if (rc != VSCHED_WAKE_REQUEST)
 		bad++, print_error("doorbell rung (condition true) during the spin: rc %d, "
@@ -1113,8 +1122,7 @@ static void test_look_at_deadline(void **state)
 	struct vsched_timer_desc tc = { .size = sizeof(tc), .name = "t", .kind = 1 };
 	assert_int_equal(vsched_timer_create(vc, &tc, &tm), 0);
 	assert_int_equal(vsched_vcpu_fd_add(vc, plain, EPOLLIN, 9), 0);
-	assert_int_equal(vsched_timer_arm(tm, mono() + 5000000), 0);
-	r = (struct lk_run){ .v = vc, .deadline = mono() + GUARD_NS };
+	r = (struct lk_run){ .v = vc, .tm = tm, .in = 5000000, .deadline = mono() + GUARD_NS };
 	rc = lk_wait(&r, LK_FD, plain);
 	if (rc != VSCHED_WAKE_FD || r.res.nready_total != 1 || r.res.tags[0] != 9)
 		bad++, print_error("vCPU, guest timer's deadline: rc %d, %u ready (want "
