@@ -362,7 +362,7 @@ static inline bool short_wait(struct vsched__sleeper *s, uint64_t t0,
 	c = vsched__plain_cost(s, left);
 	if (__builtin_mul_overflow(c, (uint64_t)s->params.cpu_budget_pct, &lim))
 		lim = UINT64_MAX;
-	if (left + left / 16 > lim / 100 &&
+	if (left > lim / 100 * 16 / 17 &&
 	    !(s->params.spin_pct == 100 && left <= vsched__late_for(s, left)))
 		return false;
 	if (s->params.spin_pct == 100)

@@ -878,6 +878,20 @@ static void *post_when_polling(void *arg)
 	return NULL;
 }
 
+/* Posts once the vCPU sleeps (BLOCKED); it never does if it polls. The
+ * hang guard: after 10 s it posts anyway (the test then fails on what
+ * the stats say, not on the time). */
+static void *post_after_sleep(void *arg)
+{
+	struct vsched_vcpu *v = arg;
+	uint64_t guard = mono_ns() + 10000000000ull;
+
+	while (vsched_vcpu_mode(v) != VSCHED_MODE_BLOCKED && mono_ns() < guard)
+		sched_yield();
+	assert_int_equal(vsched_post(v, K_REQ), 0);
+	return NULL;
+}
+
 /* With `pp` in force, one 20 ms timed wait of `v` to its deadline: the
  * vCPU's stats after it. */
 static struct vsched_vcpu_stats wait_20ms(struct vsched_vcpu *v,
@@ -954,6 +968,23 @@ static void test_short_wait_polls(void **state)
 	st = wait_20ms(v, &pp);
 	assert_int_equal(st.halt.halt_attempted_poll, 3);
 	assert_true(st.halt.halt_wait_ns > waited);
+
+	/* A deadline some 550 years away, where the time left plus its
+	 * sixteenth passes 2^64 and wrapped to less than the 1 s a sleep is
+	 * given to cost: it sleeps (on 186c588 it polled, for those 550
+	 * years, until a post). A post ends it. */
+	pp.spin_pct = 25;
+	pp.sleep_cpu_ns = 1000000000;
+	assert_int_equal(vsched_vcpu_set_poll(v, &pp), 0);
+	waited = st.halt.halt_wait_ns;
+	assert_int_equal(pthread_create(&th, NULL, post_after_sleep, v), 0);
+	dl = mono_ns() + (uint64_t)(((unsigned __int128)1 << 64) * 16 / 17) + 500000000;
+	assert_int_equal(vsched_vcpu_block(v, dl), VSCHED_WAKE_REQUEST);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	st = stats_of(v);
+	assert_int_equal(st.halt.halt_attempted_poll, 3);
+	assert_true(st.halt.halt_wait_ns > waited);
+	vsched_service(v);
 	vsched_vm_destroy(vm);
 }
 
