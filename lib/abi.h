@@ -23,6 +23,13 @@
 
 #include <vsched/error.h>
 
+/* The largest `size` any caller's struct may claim: a page, as Linux's
+ * openat2 and clone3 (E2BIG above it). Far above every public struct
+ * (struct vsched_vcpu_stats, the largest, is 3,496 bytes); a larger size
+ * is garbage (an uninitialised struct), refused before we read or write a
+ * byte behind the caller's struct. */
+#define VSCHED__STRUCT_MAX 4096
+
 /* Copy a caller's input struct `src` (its own `size` first) into `dst`, our
  * layout of `ours` bytes. @return 0 or VSCHED_EINVAL. */
 static inline int vsched__struct_in(void *dst, size_t ours, const void *src,
@@ -33,7 +40,7 @@ static inline int vsched__struct_in(void *dst, size_t ours, const void *src,
 	if (!src)
 		return VSCHED_EINVAL;
 	memcpy(&theirs, src, sizeof(theirs));
-	if (theirs < min)
+	if (theirs < min || theirs > VSCHED__STRUCT_MAX)
 		return VSCHED_EINVAL;
 	memset(dst, 0, ours);
 	if (theirs > ours) {
@@ -59,7 +66,7 @@ static inline int vsched__struct_out(void *dst, const void *src, size_t ours)
 	if (!dst)
 		return VSCHED_EINVAL;
 	memcpy(&theirs, dst, sizeof(theirs));
-	if (theirs < sizeof(size_t))
+	if (theirs < sizeof(size_t) || theirs > VSCHED__STRUCT_MAX)
 		return VSCHED_EINVAL;
 	n = theirs < ours ? theirs : ours;
 	memcpy(dst, src, n);

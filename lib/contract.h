@@ -7,7 +7,7 @@
  * the same sets; each header states its rows; test_contract drives every
  * call in every state against this table.
  *
- * A call outside its states is refused, never half done: VSCHED_ESHUTDOWN
+ * A call outside its states is refused, never half done: VSCHED_EDESTROYED
  * when the object is destroyed, VSCHED_ESTATE otherwise. POLLING and
  * BLOCKED mean the owner thread is inside vsched_vcpu_block() or
  * vsched_waiter_wait(), so a call that only the owner may make (it changes
@@ -82,7 +82,7 @@ static inline unsigned vsched__call_states(enum vsched__call call)
 #define VSCHED__MODE_SET(st) ((uint32_t)(st) * 0x01010101u)
 
 /* Is `call` allowed on an object whose state word reads `m`? 0,
- * VSCHED_ESHUTDOWN or VSCHED_ESTATE. Any thread; the answer may be stale
+ * VSCHED_EDESTROYED or VSCHED_ESTATE. Any thread; the answer may be stale
  * unless the caller owns the transitions it excludes (see each call). */
 static inline int vsched__allowed(enum vsched__call call, uint32_t m)
 {
@@ -90,7 +90,7 @@ static inline int vsched__allowed(enum vsched__call call, uint32_t m)
 
 	if ((vsched__call_states(call) >> mode) & 1u)
 		return 0;
-	return mode == VSCHED_MODE_DESTROYED ? VSCHED_ESHUTDOWN : VSCHED_ESTATE;
+	return mode == VSCHED_MODE_DESTROYED ? VSCHED_EDESTROYED : VSCHED_ESTATE;
 }
 
 /* vsched__allowed() on a vCPU's mode word, read now (relaxed). */

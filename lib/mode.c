@@ -22,7 +22,7 @@ static int check_own(const struct vsched_vcpu *v, uint32_t *m)
 		return VSCHED_EINVAL;
 	*m = atomic_load_explicit(&v->mode, memory_order_relaxed);
 	if (vsched__mode_of(*m) == VSCHED_MODE_DESTROYED)
-		return VSCHED_ESHUTDOWN;
+		return VSCHED_EDESTROYED;
 	return 0;
 }
 
@@ -172,7 +172,7 @@ int vsched_vcpu_kick(struct vsched_vcpu *v)
 	vsched__mb();
 	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
 	if (vsched__mode_of(m) == VSCHED_MODE_DESTROYED)
-		return VSCHED_ESHUTDOWN;
+		return VSCHED_EDESTROYED;
 	vsched__kick_decide(v, &v->sl, NULL, m, 0); /* counted as an event */
 	return 0;
 }

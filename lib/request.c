@@ -4,6 +4,20 @@
 #include "mode.h"
 
 
+/* A kind's name is printed by the stats writers, as a JSON key and inside
+ * `name{kind=NAME} value` lines: an identifier, [A-Za-z0-9_.-], needs no
+ * escaping in either. */
+static bool name_ok(const char *n)
+{
+	if (!n || !n[0])
+		return false;
+	for (; *n; n++)
+		if (!((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') ||
+		      (*n >= '0' && *n <= '9') || *n == '_' || *n == '.' || *n == '-'))
+			return false;
+	return true;
+}
+
 int vsched_request_declare(struct vsched_vm *vm, unsigned kind,
 			   const struct vsched_request_desc *d)
 {
@@ -11,7 +25,7 @@ int vsched_request_declare(struct vsched_vm *vm, unsigned kind,
 	struct vsched__kind *k;
 	int rc = 0;
 
-	if (!vm || !d || !d->name || !d->name[0] || (d->flags & ~VSCHED__REQ_FLAGS))
+	if (!vm || !d || !name_ok(d->name) || (d->flags & ~VSCHED__REQ_FLAGS))
 		return VSCHED_EINVAL;
 	if ((d->flags & VSCHED_REQ_PAYLOAD) && !d->handler)
 		return VSCHED_EINVAL;
@@ -20,7 +34,7 @@ int vsched_request_declare(struct vsched_vm *vm, unsigned kind,
 	t = &vm->table;
 	pthread_mutex_lock(&vm->lock);
 	if (t->finalized) {
-		rc = VSCHED_EBUSY;
+		rc = VSCHED_EFINAL;
 	} else if (t->declared & VSCHED_KIND_BIT(kind)) {
 		rc = VSCHED_EEXIST;
 	} else {
@@ -86,7 +100,7 @@ static int finalize_locked(struct vsched__table *t, unsigned flags)
 	uint64_t d;
 
 	if (t->finalized)
-		return VSCHED_EBUSY;
+		return VSCHED_EFINAL;
 	/* An empty table is valid: a VMM with no requests of its own still
 	 * blocks, waits on fds and kicks through vsched. */
 	if (flags & ~(unsigned)VSCHED_FINALIZE_ALLOW_LATE_RAISE)
@@ -102,7 +116,7 @@ static int finalize_locked(struct vsched__table *t, unsigned flags)
 	for (d = t->declared; d; d &= d - 1) {
 		unsigned k = (unsigned)__builtin_ctzll(d);
 		if (!colour[k] && find_cycle(t, k, colour, &from, &to))
-			return table_fail(t, VSCHED_ELOOP, from, to);
+			return table_fail(t, VSCHED_ECYCLE, from, to);
 	}
 
 	/* Insertion sort into service order (at most 64 kinds). */
@@ -198,7 +212,7 @@ static int refuse_dead(struct vsched_vcpu *v, uint64_t bit, int coalesced)
 {
 	if (!coalesced)
 		atomic_fetch_and_explicit(&v->pending, ~bit, memory_order_relaxed);
-	return VSCHED_ESHUTDOWN;
+	return VSCHED_EDESTROYED;
 }
 
 /* Set the bit of rank r, barrier, read the mode, decide. *seen gets the mode
@@ -214,7 +228,7 @@ post_rank(struct vsched_vcpu *v, unsigned r, unsigned flags,
 	if (VSCHED__UNLIKELY(vsched__mode_of(atomic_load_explicit(
 				     &v->mode, memory_order_relaxed)) ==
 			     VSCHED_MODE_DESTROYED))
-		return VSCHED_ESHUTDOWN;
+		return VSCHED_EDESTROYED;
 	if (payload) {
 		struct vsched__payload_queue *q =
 			&v->queues[v->vm->table.by_rank[r].payload_slot];

@@ -274,7 +274,7 @@ static bool early_wakeup(struct vsched__sleeper *s, uint32_t blocked,
  * mechanism that sleep uses is published first, in sleep_evfd, so that the
  * waker whose CAS reads this BLOCKED word reads it too (the CAS is a
  * release). An fd_add meanwhile moves the next arm to epoll, never this
- * one. Returns 0, or VSCHED_ESHUTDOWN when the word said DESTROYED (a
+ * one. Returns 0, or VSCHED_EDESTROYED when the word said DESTROYED (a
  * destroy that raced the block's start, outside its contract): the arm is
  * a CAS, so DESTROYED is never overwritten (protocol.md "Destroy against
  * a sleeper"). Owner thread. */
@@ -289,7 +289,7 @@ int vsched__arm(struct vsched__sleeper *s, uint32_t blocked)
 	if (VSCHED__UNLIKELY(old != vsched__mode_with(blocked, VSCHED_MODE_OUTSIDE_GUEST)))
 		/* DESTROYED, the only other writer's; anything else is a
 		 * second owner that raced past the contract's check. */
-		return vsched__mode_of(old) == VSCHED_MODE_DESTROYED ? VSCHED_ESHUTDOWN
+		return vsched__mode_of(old) == VSCHED_MODE_DESTROYED ? VSCHED_EDESTROYED
 								    : VSCHED_ESTATE;
 	return 0;
 }

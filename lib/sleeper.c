@@ -190,7 +190,7 @@ int vsched_vcpu_set_poll(struct vsched_vcpu *v,
 		if (own)
 			vsched__free(&v->vm->alloc, own, sizeof(*own));
 		load_put(&v->sl); /* the same for the sampler's fd */
-		return VSCHED_ESHUTDOWN;
+		return VSCHED_EDESTROYED;
 	}
 	return rc;
 }

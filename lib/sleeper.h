@@ -136,7 +136,7 @@ static inline bool vsched__sleep_sampled(unsigned sleeps)
 #define CONTEND_MAX_NS 64000000
 
 /* lib/sleep.c: arm `blocked` for one sleep, publishing its wake mechanism
- * first. 0, or VSCHED_ESHUTDOWN (destroyed) / VSCHED_ESTATE (another
+ * first. 0, or VSCHED_EDESTROYED (destroyed) / VSCHED_ESTATE (another
  * owner) with nothing written. */
 int vsched__arm(struct vsched__sleeper *s, uint32_t blocked);
 /* lib/sleep.c: sleep armed at `blocked` until a waker, the deadline (in

@@ -67,6 +67,10 @@ _Static_assert(offsetof(struct vsched_vcpu_stats, entries) +
 			       VSCHED__STAT_NVALUES * sizeof(uint64_t) ==
 		       sizeof(struct vsched_vcpu_stats),
 	       "every member of struct vsched_vcpu_stats has one row");
+/* The largest extensible struct: a caller's size above the cap is refused
+ * (lib/abi.h), so ours must fit under it. */
+_Static_assert(sizeof(struct vsched_vcpu_stats) <= VSCHED__STRUCT_MAX,
+	       "struct vsched_vcpu_stats fits the extensible-struct size cap");
 
 /* Value j of row `s` in a snapshot. */
 static uint64_t *value_of(struct vsched_vcpu_stats *snap,

@@ -59,7 +59,7 @@ int vsched_timer_create(struct vsched_vcpu *v,
 	*out = NULL;
 	vm = v->vm;
 	if (vsched__mode_of(atomic_load(&v->mode)) == VSCHED_MODE_DESTROYED)
-		return VSCHED_ESHUTDOWN; /* its timers left the VM's list */
+		return VSCHED_EDESTROYED; /* its timers left the VM's list */
 	if (d->kind >= VSCHED_MAX_KINDS || vm->table.rank_of[d->kind] < 0)
 		return VSCHED_ERANGE;
 	r = vm->table.rank_of[d->kind];
@@ -67,7 +67,7 @@ int vsched_timer_create(struct vsched_vcpu *v,
 		return VSCHED_EINVAL;
 	pthread_mutex_lock(&vm->lock);
 	if (v->ntimers == VSCHED__MAX_TIMERS) {
-		rc = VSCHED_ENOSPC;
+		rc = VSCHED_ELIMIT;
 		goto out;
 	}
 	for (unsigned i = 0; i < v->ntimers; i++)
@@ -158,7 +158,7 @@ int vsched_timer_arm(struct vsched_timer *t, uint64_t d)
 	v = t->vcpu;
 	if (vsched__mode_of(atomic_load_explicit(&v->mode, memory_order_relaxed)) ==
 	    VSCHED_MODE_DESTROYED)
-		return VSCHED_ESHUTDOWN;
+		return VSCHED_EDESTROYED;
 	level = t->semantics == VSCHED_TIMER_LEVEL;
 	old = atomic_load_explicit(&t->word, memory_order_acquire);
 	do {
@@ -222,6 +222,10 @@ int vsched_timer_set_ctl(struct vsched_timer *t, bool enable, bool mask)
 
 	if (!t || t->semantics != VSCHED_TIMER_LEVEL)
 		return VSCHED_EINVAL;
+	if (vsched__mode_of(atomic_load_explicit(&t->vcpu->mode,
+						 memory_order_relaxed)) ==
+	    VSCHED_MODE_DESTROYED)
+		return VSCHED_EDESTROYED;
 	now = now_of(t);
 	w = atomic_load_explicit(&t->word, memory_order_relaxed);
 	do {

@@ -16,7 +16,7 @@ int vsched_vcpu_create(struct vsched_vm *vm, unsigned id, void *user,
 		return VSCHED_EINVAL;
 	*out = NULL;
 	if (id >= vm->max_vcpus)
-		return VSCHED_ENOSPC;
+		return VSCHED_ELIMIT;
 	pthread_mutex_lock(&vm->lock);
 	if (!vm->table.finalized) {
 		rc = VSCHED_ENOTFINAL;
@@ -92,7 +92,7 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 	 * word seen there: a vCPU in the guest or inside vsched_vcpu_block()
 	 * is still its thread's, and its thread's next exchange (the exit)
 	 * would overwrite DESTROYED. A sleeper that raced the CAS fails its
-	 * arm's CAS on DESTROYED and returns VSCHED_ESHUTDOWN (protocol.md
+	 * arm's CAS on DESTROYED and returns VSCHED_EDESTROYED (protocol.md
 	 * "Destroy against a sleeper"). */
 	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
 	do {

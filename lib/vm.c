@@ -3,7 +3,7 @@
 #include <unistd.h>
 
 #include "abi.h"
-#include "internal.h"
+#include "mode.h"
 
 #define VSCHED__DEFAULT_MAX_VCPUS 256
 #define VSCHED__LIMIT_MAX_VCPUS 4096
@@ -100,6 +100,28 @@ int vsched_vm_destroy(struct vsched_vm *vm)
 	/* The timer service first (it walks the vCPUs' timers): a service
 	 * still attached is destroyed with its VM. */
 	vsched__timers_free(vm);
+	/* Every vCPU refuses posts before any is freed, and the undelivered
+	 * payloads go back while every vCPU's memory is still there: a
+	 * payload_drop callback that posts (re-routes a payload to another
+	 * vCPU) gets VSCHED_EDESTROYED, never a freed vCPU. No other thread
+	 * is inside a call (the contract above), so plain stores do. */
+	for (unsigned i = 0; i < vm->max_vcpus; i++) {
+		struct vsched_vcpu *v = atomic_load(&vm->vcpus[i]);
+		if (!v)
+			continue;
+		atomic_store(&v->mode, vsched__mode_with(atomic_load(&v->mode),
+							 VSCHED_MODE_DESTROYED));
+		for (unsigned k = 0; k < VSCHED_MAX_KINDS; k++)
+			atomic_store_explicit(&v->post_rank[k], -1,
+					      memory_order_relaxed);
+	}
+	for (unsigned i = 0; i < vm->max_vcpus; i++) {
+		struct vsched_vcpu *v = atomic_load(&vm->vcpus[i]);
+		if (v)
+			vsched__drain_payloads(v);
+	}
+	for (struct vsched_vcpu *v = vm->graveyard; v; v = v->next_dead)
+		vsched__drain_payloads(v);
 	for (unsigned i = 0; i < vm->max_vcpus; i++) {
 		struct vsched_vcpu *v = atomic_load(&vm->vcpus[i]);
 		if (v)

@@ -184,11 +184,16 @@ sub split_doc {
 	$r{context} = $ctx;
 	$r{return} = $ret;
 	if (!defined $r{return}) {
-		my ($first) = sentences($r{desc});
+		my ($first, @rest) = sentences($r{desc});
 		if (defined $first && ($first =~ /^(The|True|Name|Index)\b/ ||
 				       $first =~ /\bor (NULL|VSCHED_E[A-Z]+)\.$/)) {
-			$r{return} = $first;
-			push @fallbacks, "$f->{name}: RETURN VALUE is the first sentence: $first";
+			# With the later sentences that give the value for a NULL
+			# argument ("NULL for NULL.", "VSCHED_DEADLINE_NONE for a
+			# NULL vm."): part of the return value too.
+			my @null = grep { /^\S+ for (?:a )?NULL\b[^.]*\.$/ } @rest;
+			$r{return} = join(' ', $first, @null);
+			push @fallbacks, "$f->{name}: RETURN VALUE is the first sentence" .
+				(@null ? " and the NULL case" : "") . ": $r{return}";
 		}
 	}
 	for my $k (qw(return context)) {

@@ -202,7 +202,7 @@ struct vsched_block_result {
  * @param vcpu the vCPU.
  * @param deadline_ns absolute, in the VM's clock; VSCHED_DEADLINE_NONE.
  * @param result what happened (may be NULL).
- * @return enum vsched_wake_reason, or VSCHED_EINVAL, VSCHED_ESHUTDOWN,
+ * @return enum vsched_wake_reason, or VSCHED_EINVAL, VSCHED_EDESTROYED,
  * VSCHED_ESTATE (not OUTSIDE_GUEST).
  * States (lib/contract.h): OUTSIDE_GUEST only.
  * Context: the vCPU's own thread, outside guest mode. Pairs with the barrier
@@ -223,7 +223,7 @@ VSCHED_API int vsched_vcpu_block(struct vsched_vcpu *vcpu,
  * Make a vCPU notice an event that its has_event callback now reports:
  * kick it out of the guest, or wake it if it sleeps. Call it after making
  * the event visible; it issues the full barrier that pairs with the block's.
- * @return 0, VSCHED_EINVAL or VSCHED_ESHUTDOWN. States: any but DESTROYED.
+ * @return 0, VSCHED_EINVAL or VSCHED_EDESTROYED. States: any but DESTROYED.
  * Context: any thread.
  */
 VSCHED_API int vsched_vcpu_kick(struct vsched_vcpu *vcpu);
@@ -231,7 +231,7 @@ VSCHED_API int vsched_vcpu_kick(struct vsched_vcpu *vcpu);
 /**
  * The guest's poll control (as KVM's MSR_KVM_POLL_CONTROL): `allow` false
  * vetoes host polling for this vCPU. @return 0, VSCHED_EINVAL or
- * VSCHED_ESHUTDOWN. States: any but DESTROYED. Any thread.
+ * VSCHED_EDESTROYED. States: any but DESTROYED. Any thread.
  */
 VSCHED_API int vsched_vcpu_set_guest_poll(struct vsched_vcpu *vcpu, bool allow);
 
@@ -259,7 +259,7 @@ VSCHED_API int vsched_vcpu_set_guest_poll(struct vsched_vcpu *vcpu, bool allow);
  * (no memory for the tables, or the kernel's epoll limit
  * max_user_watches), another negative errno from the kernel, VSCHED_ESTATE
  * (the vCPU is inside vsched_vcpu_block(): this is not its thread) or
- * VSCHED_ESHUTDOWN.
+ * VSCHED_EDESTROYED.
  * States (lib/contract.h): OUTSIDE_GUEST, IN_GUEST, EXITING_GUEST.
  * Context: the vCPU's thread, or before the vCPU runs. Syscalls: the first
  * call epoll_create1, eventfd, timerfd_create; each epoll_ctl; a
@@ -299,7 +299,7 @@ VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
 
 /** Remove a wake-source fd (also one already closed: its slot is freed and
  * the kernel's -EBADF or -ENOENT returned). @return 0, VSCHED_EINVAL,
- * -ENOENT, -EBADF, VSCHED_ESTATE or VSCHED_ESHUTDOWN. States as
+ * -ENOENT, -EBADF, VSCHED_ESTATE or VSCHED_EDESTROYED. States as
  * vsched_vcpu_fd_add(). Context: the vCPU's thread, or before the vCPU runs.
  * Syscalls: epoll_ctl. */
 VSCHED_API int vsched_vcpu_fd_del(struct vsched_vcpu *vcpu, int fd);

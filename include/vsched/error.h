@@ -51,7 +51,8 @@ extern "C" {
  */
 #define VSCHED_ERRNO_MAP(X)                                                   \
 	X(EINVAL, -EINVAL, "invalid argument (NULL pointer, bad flags or size)")  \
-	X(ERANGE, -ERANGE, "value out of range (request kind, vector, id)")      \
+	X(ERANGE, -ERANGE,                                                         \
+	  "value out of range (request kind, interrupt vector, cap, name)")         \
 	X(ENOMEM, -ENOMEM, "out of memory")                                       \
 	X(EEXIST, -EEXIST, "already exists (kind declared twice, vCPU id in use)") \
 	X(EFINAL, -(VSCHED__EOWN + 1), "request table already finalised")        \

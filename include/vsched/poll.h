@@ -323,7 +323,7 @@ struct vsched_vcpu;
  * The same RCU scheme as vsched_vm_set_poll(). The guest's poll control
  * (vsched_vcpu_set_guest_poll()) still vetoes polling on top of it.
  * @return 0, VSCHED_EINVAL (NULL vcpu, bad size or policy), VSCHED_ENOMEM
- * or VSCHED_ESHUTDOWN. States: any but DESTROYED.
+ * or VSCHED_EDESTROYED. States: any but DESTROYED.
  * Context: any thread but the vCPU's own while it is inside vsched.
  * Syscalls: as vsched_vm_set_poll() when it replaces a policy of the
  * vCPU's own (none when it only installs one).

@@ -71,8 +71,9 @@ VSCHED_API int vsched_profile_find(const struct vsched_profile *p, const char *n
  * Declare every kind of the profile on a VM, all with `handler` (which gets
  * the kind number; NULL: flags only). The caller may declare its own kinds,
  * then calls vsched_request_finalize().
- * @return 0 or the first error of vsched_request_declare(); VSCHED_EINVAL
- * for NULL. Context: the setup thread.
+ * @return 0 or the first error of vsched_request_declare() (the kinds
+ * declared before it stay declared); VSCHED_EINVAL for NULL.
+ * Context: the setup thread.
  */
 VSCHED_API int vsched_profile_declare(struct vsched_vm *vm, const struct vsched_profile *p,
 				      vsched_request_fn handler, void *arg);

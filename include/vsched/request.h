@@ -76,7 +76,9 @@ typedef void (*vsched_request_fn)(struct vsched_vcpu *vcpu, unsigned kind,
 
 /** One request kind. */
 struct vsched_request_desc {
-	/** Name for stats and error messages (copied, up to 31 chars). */
+	/** Name for stats and error messages (copied, up to 31 chars): an
+	 * identifier of letters, digits, '_', '.' and '-', as the stats
+	 * writers print it unescaped (else VSCHED_EINVAL). */
 	const char *name;
 	/** Service order: lower is serviced first; ties go by kind number. */
 	unsigned priority;
@@ -102,9 +104,11 @@ enum vsched_finalize_flags {
 
 /**
  * Declare request kind `kind` (0..63).
- * @return 0, VSCHED_EINVAL (NULL vm/desc, unknown flags, empty name),
+ * @return 0, VSCHED_EINVAL (NULL vm/desc, unknown flags, a name that is
+ * empty or not an identifier (see the descriptor's `name`), a
+ * VSCHED_REQ_PAYLOAD kind without a handler),
  * VSCHED_ERANGE (kind >= 64), VSCHED_EEXIST (declared twice) or
- * VSCHED_EBUSY (table already finalised).
+ * VSCHED_EFINAL (table already finalised).
  * Context: the thread that set the VM up, before vsched_request_finalize().
  */
 VSCHED_API int vsched_request_declare(struct vsched_vm *vm, unsigned kind,
@@ -112,14 +116,17 @@ VSCHED_API int vsched_request_declare(struct vsched_vm *vm, unsigned kind,
 
 /**
  * Check and freeze the table.
- * @return 0; VSCHED_ELOOP when the may-raise relation has a cycle;
+ * @return 0; VSCHED_ECYCLE when the may-raise relation has a cycle;
  * VSCHED_EORDER when a handler may raise a kind serviced no later than its
  * own; VSCHED_ERANGE when a may-raise set names an undeclared kind;
- * VSCHED_EINVAL (NULL vm, unknown flags); VSCHED_EBUSY (finalised
+ * VSCHED_EINVAL (NULL vm, unknown flags); VSCHED_EFINAL (finalised
  * already). A table with no kind declared is valid: the VM's vCPUs still
  * block, wait on fds, run timers and take kicks, and every post is
- * refused with VSCHED_ERANGE. On failure the table stays open for
- * fixing and vsched_request_table_error() names the offending pair.
+ * refused with VSCHED_ERANGE. On failure the table stays open and
+ * vsched_request_table_error() names the offending pair: declaring the
+ * missing kind fixes VSCHED_ERANGE, VSCHED_FINALIZE_ALLOW_LATE_RAISE
+ * accepts VSCHED_EORDER; a declared kind cannot be changed, so a cycle
+ * needs a new VM.
  * Context: the setup thread. Implies a full barrier: vCPUs created after it
  * see the frozen table.
  */
@@ -150,7 +157,7 @@ VSCHED_API const char *vsched_request_name(const struct vsched_vm *vm,
  * acknowledgement. Posting a kind that is already pending coalesces with it.
  * @return 0; VSCHED_EINVAL (NULL vcpu, or a payload kind: use
  * vsched_post_payload()); VSCHED_ERANGE (kind not declared);
- * VSCHED_ESHUTDOWN (vCPU destroyed: nothing was posted).
+ * VSCHED_EDESTROYED (vCPU destroyed: nothing was posted).
  * Context: any thread, including handlers. Pairs with vsched_service().
  */
 VSCHED_API int vsched_post(struct vsched_vcpu *vcpu, unsigned kind);
@@ -176,7 +183,7 @@ VSCHED_API int vsched_post_payload(struct vsched_vcpu *vcpu, unsigned kind,
  * another thread) waits for the next call. With nothing pending this is one
  * load.
  * @return the number of kinds serviced (>= 0), VSCHED_EINVAL,
- * VSCHED_ESHUTDOWN or VSCHED_ESTATE (work pending and the vCPU in guest
+ * VSCHED_EDESTROYED or VSCHED_ESTATE (work pending and the vCPU in guest
  * mode, or inside vsched_vcpu_block(): then this is not its thread).
  * States (lib/contract.h): OUTSIDE_GUEST; with nothing pending it returns 0
  * in any state (one load: nothing done, nothing refused).

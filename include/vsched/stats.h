@@ -162,7 +162,9 @@ VSCHED_API int vsched_vcpu_stat_values(const struct vsched_vcpu *vcpu,
 
 /** Output formats of vsched_vcpu_stats_write(). */
 enum vsched_stats_format {
-	/** One `name value` line per non-zero value. */
+	/** One `vcpuN.name value` line per single-valued statistic (zero
+	 * included), and one `vcpuN.name{kind=K} value` or
+	 * `vcpuN.name{log2=i} value` line per non-zero kind or bucket. */
 	VSCHED_STATS_TEXT = 0,
 	/** One JSON object. */
 	VSCHED_STATS_JSON = 1,

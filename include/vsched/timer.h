@@ -161,8 +161,9 @@ struct vsched_timer_stats {
  * Create a timer on a vCPU (setup time; up to 8 per vCPU). It starts
  * disarmed (LEVEL timers also start enabled and unmasked).
  * @return 0, VSCHED_EINVAL (NULL, bad size/semantics/policy, payload kind),
- * VSCHED_ESHUTDOWN (the vCPU was destroyed),
- * VSCHED_ERANGE (kind not declared), VSCHED_ENOSPC (the vCPU has its 8
+ * VSCHED_EDESTROYED (the vCPU was destroyed),
+ * VSCHED_ERANGE (kind not declared), VSCHED_EEXIST (the vCPU has a timer
+ * of that kind already), VSCHED_ELIMIT (the vCPU has its 8
  * timers already: one per timer the guest architecture has, arm64 4, x86
  * and power 1, with room to spare) or VSCHED_ENOMEM.
  * Context: any thread, before the vCPU runs.
@@ -179,7 +180,7 @@ VSCHED_API int vsched_timer_create(struct vsched_vcpu *vcpu,
  * posted, undelivered expiry stale. LEVEL: moving CVAL while the line stays
  * high posts nothing new (no edge).
  * @return 0, VSCHED_EINVAL (NULL, deadline > VSCHED_TIMER_DEADLINE_MAX) or
- * VSCHED_ESHUTDOWN. Context: any thread, one writer of a timer at a time
+ * VSCHED_EDESTROYED. Context: any thread, one writer of a timer at a time
  * (arm, disarm, set_ctl: the guest's traps of one vCPU). Writers racing on
  * one LEVEL timer may post one extra expiry in a high period (a gate closed
  * and reopened between an arm's clock read and its CAS restores the word;
@@ -199,7 +200,8 @@ VSCHED_API int vsched_timer_disarm(struct vsched_timer *t);
  * posts it (also after an earlier expiry was delivered or dropped as
  * stale, as long as the line fell in between); disabling or masking drops
  * the line, which makes a pending post stale.
- * @return 0, VSCHED_EINVAL (NULL, not LEVEL). Any thread, one writer of a
+ * @return 0, VSCHED_EINVAL (NULL, not LEVEL) or VSCHED_EDESTROYED (the
+ * vCPU was destroyed). Any thread, one writer of a
  * timer at a time (see vsched_timer_arm()).
  */
 VSCHED_API int vsched_timer_set_ctl(struct vsched_timer *t, bool enable,
@@ -229,7 +231,7 @@ VSCHED_API int vsched_timer_read_stats(const struct vsched_timer *t,
  * Post every expired timer of the vCPU now (the vCPU's own thread can call
  * this before entry when no timer service runs).
  * @return number posted (an expiry a destroyed vCPU refused is not
- * counted), VSCHED_EINVAL or VSCHED_ESHUTDOWN. States: any but DESTROYED.
+ * counted), VSCHED_EINVAL or VSCHED_EDESTROYED. States: any but DESTROYED.
  * Context: any thread.
  */
 VSCHED_API int vsched_vcpu_fire_timers(struct vsched_vcpu *vcpu);
@@ -245,9 +247,10 @@ VSCHED_API int vsched_vcpu_next_timer(const struct vsched_vcpu *vcpu,
 
 /**
  * The timer service of a VM: it posts expiries of vCPUs that are not
- * asleep in vsched (running guest code). It owns a timerfd (CLOCK_MONOTONIC,
- * so it requires the default clock) programmed to the earliest deadline of
- * the VM's timers. Use it either as a thread of your own
+ * asleep in vsched (running guest code). It owns a timerfd (CLOCK_MONOTONIC;
+ * with an injected `now_ns` clock each deadline is converted when it is
+ * programmed) set to the earliest deadline of the VM's timers. Use it
+ * either as a thread of your own
  * (vsched_timer_service_run()) or by adding vsched_timer_service_fd() to
  * your event loop and calling vsched_timer_service_dispatch() when readable.
  *
@@ -258,8 +261,8 @@ VSCHED_API int vsched_vcpu_next_timer(const struct vsched_vcpu *vcpu,
  * its thread, or stop calling dispatch(). After vsched_vm_destroy() the
  * service pointer is gone like every object of the VM: do not pass it to
  * any call, vsched_timer_service_destroy() included.
- * @return 0, VSCHED_EINVAL, VSCHED_EEXIST (one per VM) or a negative errno.
- * Context: setup.
+ * @return 0, VSCHED_EINVAL, VSCHED_EEXIST (one per VM), VSCHED_ENOMEM or a
+ * negative errno (epoll, timerfd, eventfd). Context: setup.
  */
 VSCHED_API int vsched_timer_service_create(struct vsched_vm *vm,
 					   struct vsched_timer_service **out);
@@ -271,7 +274,8 @@ VSCHED_API int vsched_timer_service_fd(const struct vsched_timer_service *s);
  * @return number posted, or VSCHED_EINVAL. Context: one thread at a time.
  */
 VSCHED_API int vsched_timer_service_dispatch(struct vsched_timer_service *s);
-/** Dispatch in a loop until vsched_timer_service_stop(). @return 0, or
+/** Dispatch in a loop until vsched_timer_service_stop(). A stopped service
+ * stays stopped: a later run() returns at once. @return 0, or
  * VSCHED_EINVAL. Context: the service's own thread (one at a time). */
 VSCHED_API int vsched_timer_service_run(struct vsched_timer_service *s);
 /** Make run() return. Any thread. @return 0 or VSCHED_EINVAL. */

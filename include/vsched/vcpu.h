@@ -45,7 +45,7 @@ enum vsched_mode {
 /**
  * Create vCPU `id` (0 .. max_vcpus-1) of a VM whose table is finalised.
  * Its hot state (mode and pending words) has a cache line of its own.
- * @return 0, VSCHED_EINVAL, VSCHED_ENOTFINAL, VSCHED_ENOSPC (id too large),
+ * @return 0, VSCHED_EINVAL, VSCHED_ENOTFINAL, VSCHED_ELIMIT (id too large),
  * VSCHED_EEXIST (id in use) or VSCHED_ENOMEM. Context: any thread.
  */
 VSCHED_API int vsched_vcpu_create(struct vsched_vm *vm, unsigned id,
@@ -53,7 +53,7 @@ VSCHED_API int vsched_vcpu_create(struct vsched_vm *vm, unsigned id,
 
 /**
  * Destroy a vCPU: its mode becomes DESTROYED, later posts return
- * VSCHED_ESHUTDOWN, pending payloads go to the `payload_drop` callback and
+ * VSCHED_EDESTROYED, pending payloads go to the `payload_drop` callback and
  * its id may be reused. The memory stays valid until vsched_vm_destroy(), so
  * a stale handle never touches freed memory. Other threads may still be
  * posting: a poster that won the vCPU's mode just before it became
@@ -69,10 +69,10 @@ VSCHED_API int vsched_vcpu_create(struct vsched_vm *vm, unsigned id,
  * vsched_vcpu_block() is still its thread's, whose next exchange would
  * overwrite DESTROYED: refused with VSCHED_ESTATE, nothing changed. (A
  * destroy that races the owner's next call is outside this contract; a
- * block that then finds DESTROYED at its arm returns VSCHED_ESHUTDOWN.)
+ * block that then finds DESTROYED at its arm returns VSCHED_EDESTROYED.)
  * Syscalls: none of its own; sched_yield while a waker's callout drains;
  * close on the vCPU's fds.
- * @return 0, VSCHED_EINVAL, VSCHED_ESTATE or VSCHED_ESHUTDOWN (destroyed
+ * @return 0, VSCHED_EINVAL, VSCHED_ESTATE or VSCHED_EDESTROYED (destroyed
  * already).
  */
 VSCHED_API int vsched_vcpu_destroy(struct vsched_vcpu *vcpu);
@@ -83,7 +83,7 @@ VSCHED_API int vsched_vcpu_destroy(struct vsched_vcpu *vcpu);
  * @return 0 when committed (run the guest, then vsched_vcpu_exit());
  * VSCHED_ENTRY_CANCELLED when a request was pending: the vCPU is back in
  * OUTSIDE_GUEST, the cancellation was counted against each pending kind, and
- * the caller must service and retry; VSCHED_EINVAL; VSCHED_ESHUTDOWN;
+ * the caller must service and retry; VSCHED_EINVAL; VSCHED_EDESTROYED;
  * VSCHED_ESTATE when not OUTSIDE_GUEST.
  * Context: the vCPU's own thread. Pairs with the barrier in vsched_post().
  */
@@ -94,7 +94,7 @@ VSCHED_API int vsched_vcpu_enter(struct vsched_vcpu *vcpu);
 /**
  * Leave guest mode (IN_GUEST or EXITING_GUEST -> OUTSIDE_GUEST) and release
  * WAIT posters waiting for this vCPU's acknowledgement.
- * @return 0, VSCHED_EINVAL, VSCHED_ESHUTDOWN or VSCHED_ESTATE (not in guest).
+ * @return 0, VSCHED_EINVAL, VSCHED_EDESTROYED or VSCHED_ESTATE (not in guest).
  * Context: the vCPU's own thread. Full barrier.
  */
 VSCHED_API int vsched_vcpu_exit(struct vsched_vcpu *vcpu);

@@ -16,7 +16,9 @@
  *   its missing members were zero, and a longer one is accepted only when
  *   every byte the library does not know is zero; read out, the members both
  *   sides know are written, a longer caller's tail is zeroed and `size` says
- *   how much was written.
+ *   how much was written. A `size` above 4096 (a page, as Linux's openat2
+ *   and clone3) is garbage, an uninitialised struct: refused either way
+ *   before a byte behind the caller's struct is read or written.
  * - **Frozen**: the callback tables vsched_host_ops and vsched_allocator
  *   and the request descriptor vsched_request_desc never change layout
  *   within a major version (a hypervisor declares them in static tables,

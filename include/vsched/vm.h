@@ -50,7 +50,10 @@ struct vsched_host_ops {
 	 */
 	int (*wait)(uint32_t *word, uint32_t expected, uint64_t deadline_ns,
 		    void *ctx);
-	/** Wake every thread in `wait` on `word`. Default: futex wake. */
+	/** Wake every thread in `wait` on `word`. Default: futex wake. Set
+	 * `wait` and `wake` as a pair: a custom one alone must still sleep
+	 * on, or wake, the futex of `word` (a wrapper that traces or delays
+	 * it), or its partner's wakeups are lost until the deadline. */
 	void (*wake)(uint32_t *word, void *ctx);
 	/** Current time in ns. Default: CLOCK_MONOTONIC. The poll loop reads
 	 * it on every iteration (a poll that wins ends at its last read), and
@@ -127,7 +130,8 @@ struct vsched_vm_config {
  * Create a VM.
  * @param cfg  parameters, or NULL for all defaults.
  * @param out  receives the VM.
- * @return 0, VSCHED_EINVAL (NULL out, bad size or max_vcpus) or VSCHED_ENOMEM.
+ * @return 0, VSCHED_EINVAL (NULL out, bad size or max_vcpus, an allocator
+ * without `alloc` or `free`, bad poll parameters) or VSCHED_ENOMEM.
  * Context: any thread.
  */
 VSCHED_API int vsched_vm_create(const struct vsched_vm_config *cfg,

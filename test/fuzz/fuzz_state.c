@@ -63,7 +63,7 @@
  *      thread on a loaded machine gets a share of a CPU, not all of it.
  *  E6  destroyed objects refuse: after vsched_vcpu_destroy() returned 0,
  *      post, payload post, kick, block, enter, exit, timer arm/create and a
- *      second destroy return VSCHED_ESHUTDOWN; service runs no handler; the
+ *      second destroy return VSCHED_EDESTROYED; service runs no handler; the
  *      mode stays DESTROYED (checked by the watchdog on every tick and
  *      after each call): never resurrected.
  *  E7  no fd is leaked: /proc/self/fd has as many epoll, eventfd and
@@ -752,7 +752,7 @@ static void op_block(struct worker *wk, struct obj *o, unsigned oi, unsigned a)
 	owner_hold(o);
 	CHECK_RC(rc, "vsched_vcpu_block_ex");
 	if (was_dead) {
-		if (rc != VSCHED_ESHUTDOWN)
+		if (rc != VSCHED_EDESTROYED)
 			fail("[E6] block on destroyed vCPU %u returned %d", oi, rc);
 		return;
 	}
@@ -779,7 +779,7 @@ static void op_check_once(struct worker *wk, struct obj *o, unsigned oi)
 	logop(wk, OP_CHECK_ONCE, (uint8_t)oi, 0, rc);
 	CHECK_RC(rc, "vsched_vcpu_block_ex(0)");
 	if (dead) {
-		if (rc != VSCHED_ESHUTDOWN)
+		if (rc != VSCHED_EDESTROYED)
 			fail("[E6] check-once block on destroyed vCPU %u returned %d", oi, rc);
 		return;
 	}
@@ -810,10 +810,10 @@ static void op_run(struct worker *wk, struct obj *o, unsigned oi)
 			if (atomic_load(&o->handled[k]) != before[k])
 				fail("[E6] service of destroyed vCPU %u ran a handler", oi);
 		rc = vsched_vcpu_enter(o->v);
-		if (rc != VSCHED_ESHUTDOWN)
+		if (rc != VSCHED_EDESTROYED)
 			fail("[E6] enter of destroyed vCPU %u returned %d", oi, rc);
 		rc = vsched_vcpu_exit(o->v);
-		if (rc != VSCHED_ESHUTDOWN)
+		if (rc != VSCHED_EDESTROYED)
 			fail("[E6] exit of destroyed vCPU %u returned %d", oi, rc);
 		return;
 	}
@@ -890,7 +890,7 @@ static void op_post(struct worker *wk, struct obj *o, unsigned oi, unsigned kind
 	atomic_fetch_sub(&o->waking, 1);
 	logop(wk, kind == K_PAY ? OP_PAYLOAD : OP_POST, (uint8_t)oi, (uint8_t)kind, rc);
 	CHECK_RC(rc, "vsched_post");
-	if (dead && rc != VSCHED_ESHUTDOWN)
+	if (dead && rc != VSCHED_EDESTROYED)
 		fail("[E6] post of kind %u to destroyed vCPU %u returned %d", kind, oi, rc);
 	if (!atomic_load(&o->dying) && rc != 0)
 		fail("[E1] post of kind %u to live vCPU %u returned %d", kind, oi, rc);
@@ -904,7 +904,7 @@ static void op_kick(struct worker *wk, struct obj *o, unsigned oi)
 	atomic_fetch_sub(&o->waking, 1);
 	logop(wk, OP_KICK, (uint8_t)oi, 0, rc);
 	CHECK_RC(rc, "vsched_vcpu_kick");
-	if (dead && rc != VSCHED_ESHUTDOWN)
+	if (dead && rc != VSCHED_EDESTROYED)
 		fail("[E6] kick of destroyed vCPU %u returned %d", oi, rc);
 }
 
@@ -1088,7 +1088,7 @@ static void op_timer(struct worker *wk, struct obj *o, unsigned oi, unsigned op,
 	atomic_fetch_sub(&o->waking, 1);
 	logop(wk, (uint8_t)op, (uint8_t)oi, (uint8_t)b, rc);
 	CHECK_RC(rc, "timer write");
-	if (dead && op == OP_TIMER_ARM && rc != VSCHED_ESHUTDOWN)
+	if (dead && op == OP_TIMER_ARM && rc != VSCHED_EDESTROYED)
 		fail("[E6] timer arm on destroyed vCPU %u returned %d", oi, rc);
 	if (!atomic_load(&o->dying) && rc != 0)
 		fail("[E1] timer write on live vCPU %u returned %d", oi, rc);
@@ -1136,7 +1136,7 @@ static void op_destroy_own(struct worker *wk, struct obj *o, unsigned oi)
 	int rc = vsched_vcpu_destroy(o->v);
 	logop(wk, OP_DESTROY, (uint8_t)oi, 0, rc);
 	CHECK_RC(rc, "vsched_vcpu_destroy");
-	if (dead && rc != VSCHED_ESHUTDOWN)
+	if (dead && rc != VSCHED_EDESTROYED)
 		fail("[E6] second destroy of vCPU %u returned %d", oi, rc);
 	if (!dead && rc != 0)
 		fail("[E1] destroy of idle vCPU %u by its owner returned %d", oi, rc);
@@ -1253,7 +1253,7 @@ static void op_dead_calls(struct worker *wk, struct obj *o, unsigned oi, unsigne
 	struct vsched_timer *t = NULL;
 	rc = vsched_timer_create(o->v, &td, &t);
 	logop(wk, OP_M_DEAD_CALLS, (uint8_t)oi, 3, rc);
-	if (rc != VSCHED_ESHUTDOWN)
+	if (rc != VSCHED_EDESTROYED)
 		fail("[E6] timer_create on destroyed vCPU %u returned %d", oi, rc);
 }
 

@@ -1402,7 +1402,7 @@ static void test_block_bad_input(void **state)
 	assert_int_equal(vsched_vcpu_kick(v), 0);
 	assert_int_equal(vsched_service(v), 1);
 	vsched_vcpu_destroy(v);
-	assert_int_equal(vsched_vcpu_kick(v), VSCHED_ESHUTDOWN);
+	assert_int_equal(vsched_vcpu_kick(v), VSCHED_EDESTROYED);
 	vsched_vm_destroy(vm);
 }
 

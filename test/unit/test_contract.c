@@ -3,7 +3,7 @@
  * The state contract (lib/contract.h): every call that depends on its
  * object's state, driven in every state the object can be put in. A call
  * the table allows is not refused; a call it forbids is refused with
- * VSCHED_ESTATE (VSCHED_ESHUTDOWN once destroyed), leaves the state as it
+ * VSCHED_ESTATE (VSCHED_EDESTROYED once destroyed), leaves the state as it
  * was, and the owner thread, asleep or polling, still wakes for the next
  * post. Then the misuse bugs of issue 22, each a test that failed before
  * its fix: a spurious futex return that spun to the deadline, fd_add
@@ -163,7 +163,7 @@ static void fix_down(struct fix *f)
 	}
 	if (f->state == VSCHED_MODE_DESTROYED) {
 		assert_int_equal(vsched_vcpu_mode(f->v), VSCHED_MODE_DESTROYED);
-		assert_int_equal(vsched_post(f->v, K_REQ), VSCHED_ESHUTDOWN);
+		assert_int_equal(vsched_post(f->v, K_REQ), VSCHED_EDESTROYED);
 	}
 	close(f->efd);
 	assert_int_equal(vsched_vm_destroy(f->vm), 0);
@@ -259,12 +259,12 @@ static void test_vcpu_every_call_every_state(void **state)
 			    (st == VSCHED_MODE_IN_GUEST || st == VSCHED_MODE_POLLING))
 				allowed = rc == 0;
 			if (allowed) {
-				if (rc == VSCHED_ESTATE || rc == VSCHED_ESHUTDOWN)
+				if (rc == VSCHED_ESTATE || rc == VSCHED_EDESTROYED)
 					fail_msg("%s in mode %d: refused (%d), the table allows it",
 						 call_name(c->id), st, rc);
 				after_allowed(&f, c->id, rc);
 			} else {
-				int want = st == VSCHED_MODE_DESTROYED ? VSCHED_ESHUTDOWN
+				int want = st == VSCHED_MODE_DESTROYED ? VSCHED_EDESTROYED
 								       : VSCHED_ESTATE;
 				if (rc != want)
 					fail_msg("%s in mode %d: returned %d, want %d",
@@ -563,8 +563,8 @@ static void test_destroy_against_sleeper(void **state)
 	assert_int_equal(vsched_service(s.o.v), 1);
 	assert_int_equal(vsched_vcpu_destroy(s.o.v), 0);
 	assert_int_equal(vsched_vcpu_mode(s.o.v), VSCHED_MODE_DESTROYED);
-	assert_int_equal(vsched_post(s.o.v, K_REQ), VSCHED_ESHUTDOWN);
-	assert_int_equal(vsched_vcpu_block(s.o.v, 0), VSCHED_ESHUTDOWN);
+	assert_int_equal(vsched_post(s.o.v, K_REQ), VSCHED_EDESTROYED);
+	assert_int_equal(vsched_vcpu_block(s.o.v, 0), VSCHED_EDESTROYED);
 	assert_int_equal(vsched_vcpu_mode(s.o.v), VSCHED_MODE_DESTROYED);
 	assert_int_equal(vsched_vm_destroy(vm), 0);
 }

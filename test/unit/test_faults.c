@@ -167,7 +167,7 @@ static void *poster(void *arg)
 		int rc = vsched_post(r->v, 1);
 		if (rc == 0)
 			r->ok++;
-		else if (rc == VSCHED_ESHUTDOWN)
+		else if (rc == VSCHED_EDESTROYED)
 			r->shut++;
 		else
 			abort();

@@ -174,11 +174,11 @@ static void test_slow_kinds_and_errors(void **state)
 
 	assert_int_equal(vsched_vcpu_destroy(v), 0);
 	assert_int_equal(hot(v)->post_rank[K_REQ], -1);
-	assert_int_equal(vsched_post(v, K_REQ), VSCHED_ESHUTDOWN);
-	assert_int_equal(vsched_post(v, K_WAIT), VSCHED_ESHUTDOWN);
+	assert_int_equal(vsched_post(v, K_REQ), VSCHED_EDESTROYED);
+	assert_int_equal(vsched_post(v, K_WAIT), VSCHED_EDESTROYED);
 	assert_true(hot(v)->pending == 0);
-	assert_int_equal(vsched_vcpu_enter(v), VSCHED_ESHUTDOWN);
-	assert_int_equal(vsched_vcpu_exit(v), VSCHED_ESHUTDOWN);
+	assert_int_equal(vsched_vcpu_enter(v), VSCHED_EDESTROYED);
+	assert_int_equal(vsched_vcpu_exit(v), VSCHED_EDESTROYED);
 	assert_int_equal(vsched_service(v), 0);
 	vsched_vm_destroy(vm);
 }

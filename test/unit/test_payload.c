@@ -130,13 +130,13 @@ static void test_destroy_drops_payloads(void **state)
 	assert_int_equal(vsched_vcpu_destroy(v), 0);
 	assert_int_equal(dropped, 2);
 	/* Posting to it now fails and leaves the payload with the caller. */
-	assert_int_equal(vsched_post_payload(v, K_IRQ, &q[2].node), VSCHED_ESHUTDOWN);
+	assert_int_equal(vsched_post_payload(v, K_IRQ, &q[2].node), VSCHED_EDESTROYED);
 	assert_int_equal(vsched_post(v, K_IRQ), VSCHED_EINVAL);
 	assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_DESTROYED);
 	/* The id can be reused; the stale handle still answers safely. */
 	struct vsched_vcpu *v2 = make_vcpu(vm, 0);
 	assert_ptr_not_equal(v, v2);
-	assert_int_equal(vsched_post_payload(v, K_IRQ, &q[2].node), VSCHED_ESHUTDOWN);
+	assert_int_equal(vsched_post_payload(v, K_IRQ, &q[2].node), VSCHED_EDESTROYED);
 	assert_int_equal(vsched_post_payload(v2, K_IRQ, &q[2].node), 0);
 	vsched_vm_destroy(vm);
 	assert_int_equal(dropped, 3); /* the VM hands back v2's too */

@@ -61,15 +61,15 @@ static void test_cycle_rejected(void **state)
 	declare(vm, 4, "c", 3, 0, NULL, NULL, VSCHED_KIND_BIT(1));
 	/* Rejected even when late raises are allowed. */
 	assert_int_equal(vsched_request_finalize(vm, VSCHED_FINALIZE_ALLOW_LATE_RAISE),
-			 VSCHED_ELOOP);
-	assert_int_equal(vsched_request_table_error(vm, &k, &r), VSCHED_ELOOP);
+			 VSCHED_ECYCLE);
+	assert_int_equal(vsched_request_table_error(vm, &k, &r), VSCHED_ECYCLE);
 	/* The named edge is one of the cycle's. */
 	assert_true((k == 1 && r == 2) || (k == 2 && r == 4) || (k == 4 && r == 1));
 	vsched_vm_destroy(vm);
 
 	vm = make_vm(NULL, 0);
 	declare(vm, 9, "self", 1, 0, NULL, NULL, VSCHED_KIND_BIT(9));
-	assert_int_equal(vsched_request_finalize(vm, 0), VSCHED_ELOOP);
+	assert_int_equal(vsched_request_finalize(vm, 0), VSCHED_ECYCLE);
 	vsched_vm_destroy(vm);
 }
 

@@ -831,7 +831,7 @@ static void test_timer_bad_input(void **state)
 	/* Nothing posted before was lost. */
 	assert_int_equal(vsched_service(r.v), 1);
 	vsched_vcpu_destroy(r.v);
-	assert_int_equal(vsched_timer_arm(r.t, 5), VSCHED_ESHUTDOWN);
+	assert_int_equal(vsched_timer_arm(r.t, 5), VSCHED_EDESTROYED);
 	vsched_vm_destroy(r.vm);
 }
 
