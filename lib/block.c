@@ -216,6 +216,11 @@ static void hist(_Atomic uint64_t *h, uint64_t ns)
 	vsched__count(&h[b < VSCHED_HIST_BUCKETS ? b : VSCHED_HIST_BUCKETS - 1]);
 }
 
+/* Poll-loop passes that read one clock value before the window ends: only
+ * an injected clock that stands still (a paused guest's) gets there; the
+ * coarsest real counter (24 MHz) repeats a value for a pass or two. */
+#define STILL_PASSES (1u << 16)
+
 /* One halt's state, from the first look to the accounting. */
 struct halt {
 	/* The fd tags and checks go to `res` (the caller's, or scratch);
@@ -407,6 +412,12 @@ poll_window(const struct target_ops *op, const struct target *t,
 		wend = eff;
 	end = wend < eff ? wend : eff;
 	hl->attempted = true;
+	/* An injected clock may stand still (a paused guest's): a window
+	 * whose clock has not moved for STILL_PASSES passes ends, and the
+	 * halt sleeps (the sleep converts what is left of it). */
+	uint64_t prev = hl->t0;
+	unsigned still = 0;
+	bool cut = false;
 	vsched__mode_set_relaxed(s, hl->m, VSCHED_MODE_POLLING);
 	/* The clock is read on every iteration, right before the check, so
 	 * that a poll that wins ends at the read before the check that saw
@@ -461,6 +472,15 @@ poll_window(const struct target_ops *op, const struct target *t,
 				}
 			}
 		}
+		if (VSCHED__UNLIKELY(now == prev)) {
+			if (++still >= STILL_PASSES) {
+				cut = true;
+				break;
+			}
+		} else {
+			prev = now;
+			still = 0;
+		}
 		if (now < end)
 			continue;
 		/* The window's end, or the caller's deadline: stop. */
@@ -484,7 +504,7 @@ poll_window(const struct target_ops *op, const struct target *t,
 		contention_clear(s, hl->t0, now);
 	if (reason)
 		return reason; /* won: poll_end is the halt's end (account()) */
-	if (hl->contended)
+	if (hl->contended || cut)
 		return 0; /* cut short: sleep (to the deadline if it passed) */
 	if (end == hl->deadline)
 		/* The deadline, inside the window: the fds first (unless the
@@ -692,7 +712,19 @@ int vsched__run_engine(struct vsched__sleeper *s,
 		       struct vsched_block_result *res)
 {
 	struct target t = { .op = &waiter_ops, .s = s, .h = h, .id = -1 };
-	return engine(&t, deadline, res);
+	int r;
+
+	/* One consumer inside at a time (waiter.h promises VSCHED_ESTATE to
+	 * a second one, also while the first runs its condition or hooks,
+	 * where the state still says idle): an exchange, so that two
+	 * consumers cannot both get in; acquire and release hand the
+	 * sleeper's state from one consumer to the next. Not a fence of the
+	 * kick protocol: no waker reads the flag. */
+	if (atomic_exchange_explicit(&s->in_engine, true, memory_order_acquire))
+		return VSCHED_ESTATE; /* re-entered from a hook, or a second consumer */
+	r = engine(&t, deadline, res);
+	atomic_store_explicit(&s->in_engine, false, memory_order_release);
+	return r;
 }
 
 int vsched_vcpu_block_ex(struct vsched_vcpu *v, uint64_t deadline,
@@ -715,7 +747,14 @@ int vsched_vcpu_block_ex(struct vsched_vcpu *v, uint64_t deadline,
 		return r;
 	struct target t = { .op = &vcpu_ops, .s = &v->sl, .vcpu = v,
 			    .id = (int)v->id };
+	/* The vCPU's own thread is its only caller (block.h): a plain flag
+	 * refuses what that thread does from the engine's hooks (a block, a
+	 * destroy), without an atomic read-modify-write a halt. */
+	if (atomic_load_explicit(&v->sl.in_engine, memory_order_relaxed))
+		return VSCHED_ESTATE;
+	atomic_store_explicit(&v->sl.in_engine, true, memory_order_relaxed);
 	r = engine(&t, deadline, copied ? &copy : res);
+	atomic_store_explicit(&v->sl.in_engine, false, memory_order_relaxed);
 	if (copied)
 		vsched__result_out(res, &copy);
 	return r;

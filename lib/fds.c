@@ -5,9 +5,11 @@
  * path; the checks of ready fds without sleeping; fd_add and fd_del, and
  * the one flag that moves the sleeper's next sleep to epoll.
  */
+#define _GNU_SOURCE /* dup3 */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "abi.h"
 #include "mode.h"
@@ -90,10 +92,12 @@ void vsched__free_fd_tables(struct vsched__sleeper *s)
 	vsched__free(a, s->fd_of, s->nslots * sizeof(*s->fd_of));
 	vsched__free(a, s->tag_of, s->nslots * sizeof(*s->tag_of));
 	vsched__free(a, s->bell_of, s->nslots * sizeof(*s->bell_of));
+	vsched__free(a, s->ev_of, s->nslots * sizeof(*s->ev_of));
 	vsched__free(a, s->ev, (s->nslots + 2) * sizeof(*s->ev));
 	s->fd_of = NULL;
 	s->tag_of = NULL;
 	s->bell_of = NULL;
+	s->ev_of = NULL;
 	s->ev = NULL;
 	s->nslots = 0;
 }
@@ -121,6 +125,7 @@ static int free_slot(struct vsched__sleeper *s)
 	int *fd_of;
 	uint64_t *tag_of;
 	uint8_t *bell_of;
+	uint32_t *ev_of;
 	struct epoll_event *ev;
 
 	for (unsigned i = 0; i < n; i++)
@@ -132,8 +137,10 @@ static int free_slot(struct vsched__sleeper *s)
 	fd_of = vsched__alloc(a, cap * sizeof(*fd_of));
 	tag_of = vsched__alloc(a, cap * sizeof(*tag_of));
 	bell_of = vsched__alloc(a, cap * sizeof(*bell_of));
+	ev_of = vsched__alloc(a, cap * sizeof(*ev_of));
 	ev = vsched__alloc(a, (cap + 2) * sizeof(*ev));
-	if (!fd_of || !tag_of || !bell_of || !ev) {
+	if (!fd_of || !tag_of || !bell_of || !ev_of || !ev) {
+		vsched__free(a, ev_of, cap * sizeof(*ev_of));
 		vsched__free(a, fd_of, cap * sizeof(*fd_of));
 		vsched__free(a, tag_of, cap * sizeof(*tag_of));
 		vsched__free(a, bell_of, cap * sizeof(*bell_of));
@@ -144,15 +151,45 @@ static int free_slot(struct vsched__sleeper *s)
 		fd_of[i] = i < n ? s->fd_of[i] : -1;
 		bell_of[i] = i < n ? s->bell_of[i] : 0;
 	}
-	if (n)
+	if (n) {
 		memcpy(tag_of, s->tag_of, n * sizeof(*tag_of));
+		memcpy(ev_of, s->ev_of, n * sizeof(*ev_of));
+	}
 	vsched__free_fd_tables(s);
 	s->fd_of = fd_of;
 	s->tag_of = tag_of;
 	s->bell_of = bell_of;
+	s->ev_of = ev_of;
 	s->ev = ev;
 	s->nslots = cap;
 	return (int)n;
+}
+
+/* A new epoll set in place of the old one, under its number: the engine's
+ * eventfd and timerfd and every registered fd again. A registration that
+ * outlived its fd number (the file kept open by a dup) goes with the old
+ * set, which nothing else can reach. Owner thread, not asleep; wakers
+ * never use the epoll fd. */
+static int rebuild_set(struct vsched__sleeper *s)
+{
+	struct vsched__os_set o = s->os;
+	int rc;
+
+	o.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (o.epfd < 0)
+		return -errno;
+	if ((rc = vsched__os_set_own(&o)))
+		goto out;
+	for (unsigned i = 0; i < s->nslots; i++)
+		if (s->fd_of[i] >= 0 &&
+		    (rc = vsched__os_ctl(&o, EPOLL_CTL_ADD, s->fd_of[i], s->ev_of[i],
+					 SLOT_USER + i)))
+			goto out;
+	if (dup3(o.epfd, s->os.epfd, O_CLOEXEC) < 0)
+		rc = -errno;
+out:
+	close(o.epfd);
+	return rc;
 }
 
 /*
@@ -196,10 +233,11 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 		return rc; /* open() closed what it created */
 	/* epoll hands back a slot number (the engine's own fds use 0 and
 	 * 1); the user's tag is kept in the slot. */
-	/* An fd number still in the table whose file was closed (epoll
-	 * dropped it with its last reference) and which now names another
-	 * file: the new registration takes its slot, so that each number
-	 * has one slot and fd_del's count stays right. */
+	/* An fd number still in the table whose file was closed and which
+	 * now names another file: the new registration takes its slot, so
+	 * that each number has one slot and fd_del's count stays right (and
+	 * the set is rebuilt below: a dup may have kept the old file, and
+	 * its registration, alive). */
 	int old = slot_of(s, fd);
 	int i = old >= 0 ? old : free_slot(s);
 	if (i < 0) {
@@ -225,6 +263,13 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 		s->nlook--;
 	s->fd_of[i] = fd;
 	s->tag_of[i] = tag;
+	s->ev_of[i] = kind == BELL_EDGE ? events | EPOLLET : events;
+	/* The number named another file: that file's registration may
+	 * outlive it (a dup), under this slot's data. A rebuild that fails
+	 * (out of fds or memory) leaves the set as it was: the new fd works,
+	 * and so may the stale registration, as before the rebuild existed. */
+	if (old >= 0)
+		(void)rebuild_set(s);
 	s->bell_of[i] = kind;
 	s->nlook += !bell;
 	/* Release: a waker that sees the flag sees s->os.evfd. */
@@ -255,6 +300,13 @@ int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd)
 	s->fd_of[i] = -1;
 	s->nfds--;
 	s->nlook -= !s->bell_of[i];
+	/* Closed (or renumbered) before its fd_del: a dup may hold its file,
+	 * and with it a registration DEL cannot reach. */
+	if (rc) {
+		int r2 = rebuild_set(s);
+		if (r2)
+			return r2;
+	}
 	return rc; /* the sleeper stays on epoll, the flag stays set */
 }
 

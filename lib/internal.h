@@ -139,6 +139,9 @@ struct vsched__sleeper {
 	 * part of the protocol: relaxed. */
 	_Atomic uint64_t wake_stamp;
 	_Atomic bool guest_poll_off;
+	/* The owner is inside the engine (also where its word says
+	 * OUTSIDE_GUEST: its hooks, the first look, the accounting). */
+	_Atomic bool in_engine;
 	/* Its own poll policy (NULL: the VM's), RCU-protected as the VM's;
 	 * own_gen is bumped by each vsched__sleeper_set_poll(). */
 	struct vsched__poll_cfg *_Atomic own_poll;
@@ -150,6 +153,7 @@ struct vsched__sleeper {
 	int *fd_of;                 /* user fds by slot, -1 when free */
 	uint64_t *tag_of;
 	uint8_t *bell_of;           /* VSCHED_FD_DOORBELL, by slot: BELL_* */
+	uint32_t *ev_of;            /* the epoll events each slot was added with */
 	struct epoll_event *ev;     /* nslots + 2 events, for one epoll_pwait */
 	struct vsched_poll_state poll VSCHED__ALIGNED;
 	uint64_t poll_gen;          /* the VM's generation of `params` */
@@ -163,6 +167,7 @@ struct vsched__sleeper {
 	bool cpu_whole;             /* the sample counts only as a whole timed wait */
 	bool tfd_looked;            /* a look was handed the fired timerfd (lib/fds.c) */
 	uint64_t tfd_at;            /* the timerfd's expiry as last set */
+	uint64_t kd_now, kd_dl, kd_len; /* injected clock: the last conversion */
 	struct vsched__median cpu_med; /* measured CPU of a sleep */
 	uint64_t wake_cost_ns;      /* measured latency of a woken sleep (EWMA) */
 	unsigned sleeps;            /* sleeps armed and short waits: sampled */

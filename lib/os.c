@@ -69,17 +69,21 @@ void vsched__futex_wake(uint32_t *word, void *ctx)
 uint64_t vsched__kernel_deadline(const struct vsched_host_ops *ops,
 				uint64_t deadline)
 {
-	uint64_t now, mono;
-
 	if (deadline == VSCHED_DEADLINE_NONE || ops->now_ns == vsched__clock_now)
 		return deadline;
-	now = ops->now_ns(ops->ctx);
-	mono = vsched__clock_now(NULL);
-	if (deadline <= now)
-		return mono;
-	if (deadline - now >= VSCHED_DEADLINE_NONE - mono)
+	return vsched__kernel_interval(deadline, ops->now_ns(ops->ctx), 0);
+}
+
+uint64_t vsched__kernel_interval(uint64_t deadline, uint64_t now, uint64_t min)
+{
+	uint64_t mono = vsched__clock_now(NULL);
+	uint64_t left = deadline > now ? deadline - now : 0;
+
+	if (left < min)
+		left = min;
+	if (left >= VSCHED_DEADLINE_NONE - mono)
 		return VSCHED_DEADLINE_NONE;
-	return mono + (deadline - now);
+	return mono + left;
 }
 
 int vsched__os_ctl(const struct vsched__os_set *o, int op, int fd,
@@ -111,14 +115,20 @@ int vsched__os_set_open(struct vsched__os_set *o)
 		rc = -errno;
 		goto undo;
 	}
-	if ((rc = vsched__os_ctl(o, EPOLL_CTL_ADD, o->evfd, EPOLLIN | EPOLLET,
-				 VSCHED__OS_EVFD)) ||
-	    (rc = vsched__os_ctl(o, EPOLL_CTL_ADD, o->tfd, EPOLLIN, VSCHED__OS_TFD)))
+	if ((rc = vsched__os_set_own(o)))
 		goto undo;
 	return 0;
 undo:
 	vsched__os_set_close(o);
 	return rc;
+}
+
+int vsched__os_set_own(const struct vsched__os_set *o)
+{
+	int rc = vsched__os_ctl(o, EPOLL_CTL_ADD, o->evfd, EPOLLIN | EPOLLET,
+				VSCHED__OS_EVFD);
+
+	return rc ? rc : vsched__os_ctl(o, EPOLL_CTL_ADD, o->tfd, EPOLLIN, VSCHED__OS_TFD);
 }
 
 int vsched__os_wait(const struct vsched__os_set *o, struct epoll_event *ev,
@@ -146,7 +156,7 @@ bool vsched__os_is_eventfd(int fd)
 	return n == (ssize_t)sizeof(want) - 1 && !memcmp(link, want, sizeof(want) - 1);
 }
 
-void vsched__os_drain_all(int fd)
+bool vsched__os_drain_all(int fd)
 {
 	uint64_t v[64];
 
@@ -156,9 +166,14 @@ void vsched__os_drain_all(int fd)
 	 * gives one unit a read, so it rings again at the next sleep. */
 	for (int i = 0; i < 64; i++) {
 		ssize_t r = read(fd, v, sizeof(v));
+		/* End of file, or an error other than "empty": readable for
+		 * ever, it would ring at every sleep. */
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+			return false;
 		if (r < (ssize_t)sizeof(v))
 			break;
 	}
+	return true;
 }
 
 void vsched__os_drain(int fd)

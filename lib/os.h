@@ -32,6 +32,9 @@ uint64_t vsched__clock_now(void *ctx);
 /* A deadline in the VM's clock as a CLOCK_MONOTONIC one: the same number
  * with the default clock; with an injected now_ns, the time left measured
  * now (callers re-check now_ns() when the kernel's timer expires). */
+/* The conversion itself: an injected clock reading `now`, the time left to
+ * `deadline` (at least `min`) from CLOCK_MONOTONIC's now. */
+uint64_t vsched__kernel_interval(uint64_t deadline, uint64_t now, uint64_t min);
 uint64_t vsched__kernel_deadline(const struct vsched_host_ops *ops,
 				 uint64_t deadline);
 
@@ -52,6 +55,9 @@ struct vsched__os_set {
 #define VSCHED__OS_SET_INIT { -1, -1, -1 }
 int vsched__os_set_open(struct vsched__os_set *o);
 void vsched__os_set_close(struct vsched__os_set *o);
+/* Add the set's own eventfd and timerfd to its epoll fd (open() does; so
+ * does a rebuild into a new epoll fd, lib/fds.c). 0 or -errno. */
+int vsched__os_set_own(const struct vsched__os_set *o);
 /* epoll_ctl(op) of `fd` with `events` and epoll data `data`. */
 int vsched__os_ctl(const struct vsched__os_set *o, int op, int fd,
 		   uint32_t events, uint64_t data);
@@ -75,7 +81,7 @@ void vsched__os_drain(int fd);
 /* The same for a doorbell of any kind: reads of 512 bytes until one comes
  * back short (empty; an eventfd's first read), at most 64. An EFD_SEMAPHORE
  * eventfd gives one count a read and so stays readable. */
-void vsched__os_drain_all(int fd);
+bool vsched__os_drain_all(int fd);
 /* Arm the set's timerfd at an absolute CLOCK_MONOTONIC deadline
  * (VSCHED_DEADLINE_NONE disarms). */
 void vsched__os_timer_at(const struct vsched__os_set *o, uint64_t deadline_ns);

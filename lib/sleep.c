@@ -34,6 +34,28 @@
  * before the deadline and polls to one it cannot make (block.c's
  * short_wait()). Only a timeout the sleep asked for is learnt and
  * finished on the CPU; a spurious return, a signal or an error never is. */
+/* vsched__kernel_deadline(), but an injected clock that stood still since
+ * the last conversion (the same reading, the same deadline: a paused
+ * guest's clock) gets twice the last interval, up to STILL_MAX_NS: no loop
+ * of sleeps of the same short time left. Owner thread. */
+#define STILL_MAX_NS 1000000
+static uint64_t kernel_dl(struct vsched__sleeper *s, uint64_t deadline)
+{
+	const struct vsched_host_ops *ops = &s->vm->ops;
+	uint64_t now;
+
+	if (deadline == VSCHED_DEADLINE_NONE || ops->now_ns == vsched__clock_now)
+		return deadline;
+	now = ops->now_ns(ops->ctx);
+	if (now == s->kd_now && deadline == s->kd_dl && s->kd_len)
+		s->kd_len = s->kd_len < STILL_MAX_NS / 2 ? 2 * s->kd_len : STILL_MAX_NS;
+	else
+		s->kd_len = deadline > now ? deadline - now : 1;
+	s->kd_now = now;
+	s->kd_dl = deadline;
+	return vsched__kernel_interval(deadline, now, s->kd_len);
+}
+
 static unsigned late_class(uint64_t len)
 {
 	uint64_t r = len >> 13; /* 8 us */
@@ -315,7 +337,7 @@ int vsched__sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
 		 * deadline: the sleep ends about on time without changing the
 		 * thread's slack. */
 		if (kernel)
-			plan_sleep(s, &p, vsched__kernel_deadline(ops, deadline),
+			plan_sleep(s, &p, kernel_dl(s, deadline),
 				   LATE_FUTEX, exact);
 		else
 			p = (struct plan){ .kd = deadline, .asked = deadline };
@@ -397,9 +419,9 @@ static void sort_events(struct vsched__sleeper *s, int n,
 			s->tfd_at = TFD_UNKNOWN;
 			*timer = true;
 		} else if (vsched__user_slot(s, slot) &&
-			   !vsched__reported(s, slot, s->ev[i].events)) {
-			if (s->bell_of[slot - SLOT_USER] == BELL_READ)
-				vsched__os_drain_all(s->fd_of[slot - SLOT_USER]);
+			   !vsched__reported(s, slot, s->ev[i].events) &&
+			   (s->bell_of[slot - SLOT_USER] != BELL_READ ||
+			    vsched__os_drain_all(s->fd_of[slot - SLOT_USER]))) {
 			*bell = true;
 		} else if (vsched__user_slot(s, slot)) {
 			/* Ready, or a doorbell hung up or in error: reported,
@@ -420,7 +442,7 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 	struct vsched__late *sampled; /* the class of a CPU sample */
 	bool early;                   /* and its kind */
 
-	plan_sleep(s, &p, vsched__kernel_deadline(ops, deadline), LATE_EPOLL, false);
+	plan_sleep(s, &p, kernel_dl(s, deadline), LATE_EPOLL, false);
 	sampled = s->cpu0 ? p.late : NULL;
 	early = p.asked != p.kd;
 	timer_at(s, p.asked);
@@ -492,7 +514,7 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 		/* A stale eventfd count, or the timerfd expired before an
 		 * injected clock reached the deadline: convert it again. */
 		if (timer) {
-			plan_sleep(s, &p, vsched__kernel_deadline(ops, deadline),
+			plan_sleep(s, &p, kernel_dl(s, deadline),
 				   LATE_EPOLL, false);
 			timer_at(s, p.asked);
 		}

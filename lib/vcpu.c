@@ -95,6 +95,10 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 	 * arm's CAS on DESTROYED and returns VSCHED_EDESTROYED (protocol.md
 	 * "Destroy against a sleeper"). */
 	m = atomic_load_explicit(&v->mode, memory_order_relaxed);
+	if (atomic_load_explicit(&v->sl.in_engine, memory_order_relaxed)) {
+		pthread_mutex_unlock(&vm->lock);
+		return VSCHED_ESTATE; /* inside vsched_vcpu_block() (a hook) */
+	}
 	do {
 		if ((rc = vsched__allowed(VSCHED__C_VCPU_DESTROY, m))) {
 			pthread_mutex_unlock(&vm->lock);

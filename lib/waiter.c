@@ -84,6 +84,8 @@ int vsched_waiter_destroy(struct vsched_waiter *w)
 		return VSCHED_EINVAL;
 	if ((rc = waiter_allowed(w, VSCHED__C_WAITER_DESTROY)))
 		return rc;
+	if (atomic_load_explicit(&w->sl.in_engine, memory_order_relaxed))
+		return VSCHED_ESTATE; /* its consumer is inside a wait (a hook) */
 	vsched__sleeper_fini(&w->sl);
 	vsched__free(&w->sl.vm->alloc, w, sizeof(*w));
 	return 0;
