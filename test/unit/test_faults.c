@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -52,6 +53,7 @@ static bool ring(void *a)
 }
 
 /* Build everything that allocates; fail cleanly wherever it fails. */
+#define NFDS 9
 static int scenario(void)
 {
 	struct vsched_allocator al = { .alloc = failing_alloc, .free = counting_free };
@@ -64,8 +66,11 @@ static int scenario(void)
 	struct vsched_timer *t;
 	struct vsched_waiter *w;
 	struct vsched_timer_service *svc;
+	int efd[NFDS];
 	int rc;
 
+	for (int i = 0; i < NFDS; i++)
+		efd[i] = -1;
 	rc = vsched_vm_create(&cfg, &vm);
 	if (rc)
 		return rc;
@@ -91,15 +96,30 @@ static int scenario(void)
 	rc = vsched_vm_set_poll(vm, &pp);
 	if (rc)
 		goto out;
+	/* The fd tables (five arrays, allocated by an fd_add that finds no
+	 * free slot): nine fds, so that they are allocated (8 slots, the
+	 * library's FIRST_SLOTS) and grown once. A failed fd_add leaves the
+	 * fds registered before it as they were. */
+	for (int i = 0; i < NFDS; i++) {
+		efd[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		assert_true(efd[i] >= 0);
+		rc = vsched_vcpu_fd_add(v[2], efd[i], EPOLLIN, (uint64_t)i);
+		if (rc)
+			goto out;
+	}
 	/* Nothing on the run paths allocates. */
 	long before = nallocs;
 	vsched_post(v[1], 1);
 	vsched_service(v[1]);
 	vsched_vcpu_block(v[1], 0);
 	vsched_timer_arm(t, 1);
+	vsched_vcpu_block(v[2], 0); /* a check-once of the fds */
 	assert_int_equal(nallocs, before);
 out:
 	vsched_vm_destroy(vm);
+	for (int i = 0; i < NFDS; i++)
+		if (efd[i] >= 0)
+			close(efd[i]);
 	return rc;
 }
 
@@ -118,8 +138,10 @@ static void test_alloc_failure_every_site(void **state)
 		assert_int_equal(rc, VSCHED_ENOMEM);
 		sites++;
 	}
-	/* VM, vCPU table, policy, 3 vCPUs, timer, waiter, service, policy. */
-	assert_true(sites >= 9);
+	/* VM, vCPU table, policy, 3 vCPUs, timer, waiter, service, policy,
+	 * and the fd tables' five arrays twice (the first fd_add, then the
+	 * growth). */
+	assert_true(sites >= 19);
 	print_message("allocation sites failed one by one: %ld\n", sites);
 }
 
