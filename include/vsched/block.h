@@ -203,7 +203,8 @@ struct vsched_block_result {
  * @param deadline_ns absolute, in the VM's clock; VSCHED_DEADLINE_NONE.
  * @param result what happened (may be NULL).
  * @return enum vsched_wake_reason, or VSCHED_EINVAL, VSCHED_EDESTROYED,
- * VSCHED_ESTATE (not OUTSIDE_GUEST).
+ * VSCHED_ESTATE (not OUTSIDE_GUEST, or called from the hooks of a block
+ * in progress).
  * States (lib/contract.h): OUTSIDE_GUEST only.
  * Context: the vCPU's own thread, outside guest mode. Pairs with the barrier
  * in vsched_post() and vsched_vcpu_kick(). Syscalls: futex or epoll_pwait,

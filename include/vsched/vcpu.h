@@ -66,7 +66,8 @@ VSCHED_API int vsched_vcpu_create(struct vsched_vm *vm, unsigned id,
  * kvm_run mapping).
  * Context: any thread, once the vCPU's own thread has stopped using it.
  * States (lib/contract.h): OUTSIDE_GUEST only. A vCPU in the guest or inside
- * vsched_vcpu_block() is still its thread's, whose next exchange would
+ * vsched_vcpu_block() (its hooks included, where the word still says
+ * OUTSIDE_GUEST) is still its thread's, whose next exchange would
  * overwrite DESTROYED: refused with VSCHED_ESTATE, nothing changed. (A
  * destroy that races the owner's next call is outside this contract; a
  * block that then finds DESTROYED at its arm returns VSCHED_EDESTROYED.)
