@@ -128,12 +128,16 @@ bool vsched__timer_filter(struct vsched_vcpu *v, unsigned r)
 	t0 = ops->now_ns(ops->ctx);
 	int rc = ops->timer_read(v, t, &d, ops->ctx);
 	t1 = ops->now_ns(ops->ctx);
+	/* An injected clock may step back during the read: that read took
+	 * no time, not 2^64 ns (which would stop ADAPTIVE's reads for good:
+	 * it learns est_read only from reads). */
+	const uint64_t took = t1 > t0 ? t1 - t0 : 0;
 	vsched__count(&t->st.reads);
 	atomic_store_explicit(&t->st.read_ns,
 			      atomic_load_explicit(&t->st.read_ns, memory_order_relaxed) +
-				      (t1 - t0),
+				      took,
 			      memory_order_relaxed);
-	t->est_read = t->est_read - t->est_read / 8 + (t1 - t0) / 8;
+	t->est_read = t->est_read - t->est_read / 8 + took / 8;
 	if (rc) {
 		adapt(t);
 		goto deliver;

@@ -168,8 +168,12 @@ static int free_slot(struct vsched__sleeper *s)
 /* A new epoll set in place of the old one, under its number: the engine's
  * eventfd and timerfd and every registered fd again. A registration that
  * outlived its fd number (the file kept open by a dup) goes with the old
- * set, which nothing else can reach. Owner thread, not asleep; wakers
- * never use the epoll fd. */
+ * set, which nothing else can reach. A number of the table is added again
+ * only while it names the file it was added with: the old set still holds
+ * that file under that number, so a MOD of it there succeeds. One closed
+ * before its fd_del may name another file by now (another part of the
+ * process opened it): never ours to register (its slot waits for its
+ * fd_del). Owner thread, not asleep; wakers never use the epoll fd. */
 static int rebuild_set(struct vsched__sleeper *s)
 {
 	struct vsched__os_set o = s->os;
@@ -180,11 +184,15 @@ static int rebuild_set(struct vsched__sleeper *s)
 		return -errno;
 	if ((rc = vsched__os_set_own(&o)))
 		goto out;
-	for (unsigned i = 0; i < s->nslots; i++)
-		if (s->fd_of[i] >= 0 &&
-		    (rc = vsched__os_ctl(&o, EPOLL_CTL_ADD, s->fd_of[i], s->ev_of[i],
-					 SLOT_USER + i)))
+	for (unsigned i = 0; i < s->nslots; i++) {
+		const int fd = s->fd_of[i];
+
+		if (fd < 0 || vsched__os_ctl(&s->os, EPOLL_CTL_MOD, fd, s->ev_of[i],
+					     SLOT_USER + i))
+			continue;
+		if ((rc = vsched__os_ctl(&o, EPOLL_CTL_ADD, fd, s->ev_of[i], SLOT_USER + i)))
 			goto out;
+	}
 	if (dup3(o.epfd, s->os.epfd, O_CLOEXEC) < 0)
 		rc = -errno;
 out:
@@ -301,11 +309,18 @@ int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd)
 	s->nfds--;
 	s->nlook -= !s->bell_of[i];
 	/* Closed (or renumbered) before its fd_del: a dup may hold its file,
-	 * and with it a registration DEL cannot reach. */
+	 * and with it a registration DEL cannot reach. A rebuild that fails
+	 * (out of fds or memory) changes nothing: the slot stays, so that the
+	 * stale registration's events never pass to the slot's next owner,
+	 * and the caller may call again. */
 	if (rc) {
 		int r2 = rebuild_set(s);
-		if (r2)
+		if (r2) {
+			s->fd_of[i] = fd;
+			s->nfds++;
+			s->nlook += !s->bell_of[i];
 			return r2;
+		}
 	}
 	return rc; /* the sleeper stays on epoll, the flag stays set */
 }

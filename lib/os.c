@@ -8,6 +8,7 @@
 #include <linux/futex.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -156,6 +157,15 @@ bool vsched__os_is_eventfd(int fd)
 	return n == (ssize_t)sizeof(want) - 1 && !memcmp(link, want, sizeof(want) - 1);
 }
 
+/* A SOCK_DGRAM socket (asked only after a read of 0, never per ring). */
+static bool is_datagram(int fd)
+{
+	int type;
+	socklen_t len = sizeof(type);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) && type == SOCK_DGRAM;
+}
+
 bool vsched__os_drain_all(int fd)
 {
 	uint64_t v[64];
@@ -167,8 +177,11 @@ bool vsched__os_drain_all(int fd)
 	for (int i = 0; i < 64; i++) {
 		ssize_t r = read(fd, v, sizeof(v));
 		/* End of file, or an error other than "empty": readable for
-		 * ever, it would ring at every sleep. */
-		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+		 * ever, it would ring at every sleep. A datagram socket has no
+		 * end of file: its read of 0 was a message of length 0, a ring
+		 * (consumed). */
+		if ((r == 0 && !is_datagram(fd)) ||
+		    (r < 0 && errno != EAGAIN && errno != EINTR))
 			return false;
 		if (r < (ssize_t)sizeof(v))
 			break;

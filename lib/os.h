@@ -35,6 +35,15 @@ uint64_t vsched__clock_now(void *ctx);
 /* The conversion itself: an injected clock reading `now`, the time left to
  * `deadline` (at least `min`) from CLOCK_MONOTONIC's now. */
 uint64_t vsched__kernel_interval(uint64_t deadline, uint64_t now, uint64_t min);
+/* An injected clock that stands still (a paused guest's): the kernel
+ * sleeps converted again from the same reading ask for twice the last
+ * interval each time, up to VSCHED__STILL_MAX_NS, rather than the same
+ * short time left again and again (lib/sleep.c, lib/tservice.c). */
+#define VSCHED__STILL_MAX_NS 1000000
+static inline uint64_t vsched__still_next(uint64_t last)
+{
+	return last < VSCHED__STILL_MAX_NS / 2 ? 2 * last : VSCHED__STILL_MAX_NS;
+}
 uint64_t vsched__kernel_deadline(const struct vsched_host_ops *ops,
 				 uint64_t deadline);
 

@@ -36,9 +36,8 @@
  * finished on the CPU; a spurious return, a signal or an error never is. */
 /* vsched__kernel_deadline(), but an injected clock that stood still since
  * the last conversion (the same reading, the same deadline: a paused
- * guest's clock) gets twice the last interval, up to STILL_MAX_NS: no loop
- * of sleeps of the same short time left. Owner thread. */
-#define STILL_MAX_NS 1000000
+ * guest's clock) gets twice the last interval (vsched__still_next()): no
+ * loop of sleeps of the same short time left. Owner thread. */
 static uint64_t kernel_dl(struct vsched__sleeper *s, uint64_t deadline)
 {
 	const struct vsched_host_ops *ops = &s->vm->ops;
@@ -48,7 +47,7 @@ static uint64_t kernel_dl(struct vsched__sleeper *s, uint64_t deadline)
 		return deadline;
 	now = ops->now_ns(ops->ctx);
 	if (now == s->kd_now && deadline == s->kd_dl && s->kd_len)
-		s->kd_len = s->kd_len < STILL_MAX_NS / 2 ? 2 * s->kd_len : STILL_MAX_NS;
+		s->kd_len = vsched__still_next(s->kd_len);
 	else
 		s->kd_len = deadline > now ? deadline - now : 1;
 	s->kd_now = now;

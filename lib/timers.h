@@ -37,6 +37,12 @@ struct vsched_timer_service {
 	struct vsched__os_set os;
 	_Atomic uint64_t next; /* programmed deadline, UINT64_MAX: none */
 	_Atomic bool stop;
+	/* An injected clock that stood still between two dispatches: the
+	 * least interval a programming asks for while the clock still
+	 * reads `still_at` (0: none), and the clock the last dispatch read
+	 * (dispatch's, one thread at a time). */
+	_Atomic uint64_t still_ns, still_at;
+	uint64_t last_now;
 };
 
 static inline uint64_t deadline_of(uint64_t w)

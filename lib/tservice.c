@@ -12,6 +12,30 @@
 
 #include <urcu/urcu-bp.h>
 
+/* As lib/sleep.c's sleeps: an injected clock that stands still between
+ * two dispatches (a paused guest's) gets intervals of twice the last
+ * (vsched__still_next()) from STILL_MIN_NS, rather than the same short
+ * time left again and again. */
+#define STILL_MIN_NS 1000
+
+/* `d` (the VM's clock) as a CLOCK_MONOTONIC deadline. */
+static uint64_t kernel_dl(const struct vsched_timer_service *s, uint64_t d)
+{
+	const struct vsched_host_ops *ops = &s->vm->ops;
+	uint64_t now;
+
+	if (d == VSCHED_DEADLINE_NONE || ops->now_ns == vsched__clock_now)
+		return d;
+	now = ops->now_ns(ops->ctx);
+	/* The floor only while the clock still stands where it was set: an
+	 * arm after the clock moved on gets the time left alone. */
+	return vsched__kernel_interval(
+		d, now,
+		now == atomic_load_explicit(&s->still_at, memory_order_relaxed)
+			? atomic_load_explicit(&s->still_ns, memory_order_relaxed)
+			: 0);
+}
+
 static void program(struct vsched_timer_service *s)
 {
 	/* Whoever lowered `next` programs it; re-check so that a slower
@@ -22,7 +46,7 @@ static void program(struct vsched_timer_service *s)
 		 * CLOCK_MONOTONIC: with an injected clock the time left is
 		 * converted now; an expiry before the VM's clock reaches the
 		 * deadline fires nothing and programs it again. */
-		vsched__os_timer_at(&s->os, vsched__kernel_deadline(&s->vm->ops, v));
+		vsched__os_timer_at(&s->os, kernel_dl(s, v));
 		if (atomic_load(&s->next) == v)
 			return;
 	}
@@ -105,6 +129,17 @@ int vsched_timer_service_dispatch(struct vsched_timer_service *s)
 	 * it again and programs it itself. */
 	atomic_store(&s->next, UINT64_MAX);
 	now = s->vm->ops.now_ns(s->vm->ops.ctx);
+	if (s->vm->ops.now_ns != vsched__clock_now) {
+		uint64_t f = atomic_load_explicit(&s->still_ns, memory_order_relaxed);
+
+		if (now != s->last_now)
+			f = 0;
+		else
+			f = f ? vsched__still_next(f) : STILL_MIN_NS;
+		atomic_store_explicit(&s->still_ns, f, memory_order_relaxed);
+		atomic_store_explicit(&s->still_at, now, memory_order_relaxed);
+		s->last_now = now;
+	}
 	for (struct vsched_timer *t = atomic_load_explicit(&s->vm->timers, memory_order_acquire);
 	     t; t = atomic_load_explicit(&t->vm_next, memory_order_acquire)) {
 		uint64_t e;

@@ -299,10 +299,13 @@ VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
 #define VSCHED_FD_CHECK_NS 5000
 
 /** Remove a wake-source fd (also one already closed: its slot is freed and
- * the kernel's -EBADF or -ENOENT returned). @return 0, VSCHED_EINVAL,
- * -ENOENT, -EBADF, VSCHED_ESTATE or VSCHED_EDESTROYED. States as
+ * the kernel's -EBADF or -ENOENT returned; the epoll set is then rebuilt
+ * under its number, dropping a registration that a dup of the closed file
+ * kept). @return 0, VSCHED_EINVAL, -ENOENT, -EBADF, VSCHED_ESTATE,
+ * VSCHED_EDESTROYED, or another negative errno when that rebuild failed
+ * (-EMFILE, -ENOMEM: nothing changed, call it again). States as
  * vsched_vcpu_fd_add(). Context: the vCPU's thread, or before the vCPU runs.
- * Syscalls: epoll_ctl. */
+ * Syscalls: epoll_ctl; for a closed fd epoll_create1, dup3 and close. */
 VSCHED_API int vsched_vcpu_fd_del(struct vsched_vcpu *vcpu, int fd);
 
 /**

@@ -642,7 +642,11 @@ static void *gov_thread(void *arg)
 
 	pthread_mutex_lock(&g->lock);
 	while (!g->stop) {
-		uint64_t until = mono_ns() + g->interval_ns;
+		/* Saturated (an interval near 2^64 would wrap into the past:
+		 * no wait, a spin that never releases the lock), at INT64_MAX
+		 * ns, where the kernel's own timeouts end. */
+		const uint64_t now = mono_ns(), top = INT64_MAX;
+		uint64_t until = g->interval_ns < top - now ? now + g->interval_ns : top;
 		struct timespec ts = { (time_t)(until / 1000000000ull),
 				       (long)(until % 1000000000ull) };
 

@@ -10,6 +10,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -984,6 +986,52 @@ static void test_thread(void **state)
 	fake_free(k);
 }
 
+/* An interval near 2^64 ("tick once, then never": the config takes any
+ * value) wrapped the thread's next wakeup into the past: it never waited,
+ * and ticked at full CPU holding the governor's lock, which it releases
+ * only inside its timed wait, so destroy (and read_stats) blocked for ever
+ * (lib/host/kvmgov.c, gov_thread(); found by helper-review2). A destroy
+ * that has not returned 5 s after the call is the failure: a hang guard,
+ * a correct one returns at once. */
+struct destroyer {
+	struct vsched_kvm_gov *g;
+	atomic_int done;
+};
+
+static void *destroy_gov(void *p)
+{
+	struct destroyer *d = p;
+
+	vsched_kvm_gov_destroy(d->g);
+	atomic_store(&d->done, 1);
+	return NULL;
+}
+
+static void test_thread_far_interval(void **state)
+{
+	struct fake_kvm *k = fake_new(FULL, 1);
+	struct vsched_kvm_gov_config c = { .size = sizeof(c), .thread = true,
+					   .interval_ns = UINT64_MAX };
+	struct destroyer d = { 0 };
+	struct timespec ms = { 0, 1000000 };
+	pthread_t th;
+
+	(void)state;
+	assert_int_equal(gov_new(k, 1, &c, &d.g), 0);
+	assert_int_equal(pthread_create(&th, NULL, destroy_gov, &d), 0);
+	for (unsigned i = 0; i < 5000 && !atomic_load(&d.done); i++)
+		nanosleep(&ms, NULL);
+	if (!atomic_load(&d.done)) {
+		/* The spinning thread and the blocked destroy stay: the
+		 * process ends with the test run. */
+		pthread_detach(th);
+		fail_msg("vsched_kvm_gov_destroy() never returned: the ticking "
+			 "thread spins with the governor's lock held");
+	}
+	pthread_join(th, NULL);
+	fake_free(k);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1012,6 +1060,7 @@ int main(void)
 		cmocka_unit_test(test_tick_read_errors),
 		cmocka_unit_test(test_stats_write),
 		cmocka_unit_test(test_thread),
+		cmocka_unit_test(test_thread_far_interval),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
