@@ -5,14 +5,24 @@
  * script per thread (2-4 threads) of public-API calls: posts, payload
  * posts, broadcasts, kicks, blocks and waits (short deadlines, some long
  * or none), service + guest entry/exit, fd_add/fd_del/close/write on real
- * pipes and eventfds, timer arm/disarm/set_ctl/fire, set_poll, destroy.
+ * pipes, eventfds and stream socket pairs (plain or as doorbells; the
+ * writer side shut down or closed: end of file, hang-up), timer
+ * arm/disarm/set_ctl/fire, set_poll, destroy.
  * The threads run their scripts concurrently against real futexes, epoll
- * and the real clock; a watchdog thread and a reference model check the
- * expectations below as the calls run, and again after teardown. The
- * VM's `wake` host callback is the futex wake plus, per input, a second
- * FUTEX_WAKE of the same word 0.1-3 ms later (a waker delayed by
- * preemption): spurious returns of the default futex wait, which vm.h
- * allows. The other callbacks are the defaults.
+ * and the real clock or, per input, an injected VM clock that a script
+ * makes stand still (up to 1 s an input) or jump forward (kicking every
+ * sleeper after, as block.h asks, or not); a watchdog thread and a
+ * reference model check the expectations below as the calls run, and
+ * again after teardown. The VM's `wake` host callback is the futex wake
+ * plus, per input, a second FUTEX_WAKE of the same word 0.1-3 ms later (a
+ * waker delayed by preemption): spurious returns of the default futex
+ * wait, which vm.h allows. Per input, the arch `blocking`/`unblocking`
+ * hooks and the waiter's sleep hooks are set (they must alternate, E9,
+ * and make M7's calls), and payload_drop re-posts each payload to the
+ * next vCPU (E3 follows it; during vsched_vm_destroy() the re-post must
+ * be refused with VSCHED_EDESTROYED, and the vCPUs are not serviced at
+ * teardown so that payloads reach it). The other callbacks are the
+ * defaults.
  *
  * Built two ways: with libFuzzer (clang, -fsanitize=fuzzer, target
  * fuzz_state, and fuzz_state_tsan under ThreadSanitizer) and as a plain
@@ -25,11 +35,12 @@
  * the calls are the same, the interleaving varies).
  * Environment: FUZZ_STATE_NO_MISUSE=1 runs the contract calls only;
  * FUZZ_STATE_MISUSE=close_reg,dead_calls makes only those misuse calls
- * (names: destroy fd_add fd_del wfd_add dead_calls close_reg);
+ * (names: destroy fd_add fd_del wfd_add dead_calls close_reg hook wait2);
  * FUZZ_STATE_LATE=0..3 overrides the input's late-wake mode;
  * FUZZ_STATE_IGNORE=E5,M5,<text> counts failures with those tags, or whose
  * message contains <text>, instead of failing on them (to hunt past a known
- * finding; CI sets neither).
+ * finding; CI sets neither); FUZZ_STATE_TRACE=1 prints each input's
+ * script and calls after it ran.
  *
  * EXPECTATIONS (each failure message names one as [E<n>])
  *
@@ -61,9 +72,17 @@
  *      returns from sleep and re-sleeps, plus every FUTEX_WAKE the host
  *      callbacks sent meanwhile) of its thread's CPU time: a spinning
  *      thread on a loaded machine gets a share of a CPU, not all of it.
+ *      The wakeups vsched counts are credited only up to 4 per call that
+ *      may wake the object (post, kick, broadcast, timer write, fd write
+ *      or hang-up, clock move, waiter kick, teardown post) or FUTEX_WAKE
+ *      sent, plus 16 (and 1 a ms with the injected clock); and a block or
+ *      wait in which vsched counts more than 8 per such call, plus 64
+ *      (and 2 a ms with the injected clock: a clock that stands still is
+ *      looked at again at most every 1 ms, block.h), loops on a wake
+ *      source whatever CPU share it got.
  *  E6  destroyed objects refuse: after vsched_vcpu_destroy() returned 0,
- *      post, payload post, kick, block, enter, exit, timer arm/create and a
- *      second destroy return VSCHED_EDESTROYED; service runs no handler; the
+ *      post, payload post, kick, block, enter, exit, timer arm/create/
+ *      set_ctl and a second destroy return VSCHED_EDESTROYED; service runs no handler; the
  *      mode stays DESTROYED (checked by the watchdog on every tick and
  *      after each call): never resurrected.
  *  E7  no fd is leaked: /proc/self/fd has as many epoll, eventfd and
@@ -71,12 +90,18 @@
  *      closed) as before it (only those: a sanitizer's symbolizer pipes
  *      come and go on their own).
  *  E8  fd bookkeeping: fd_add of a registered fd says VSCHED_EEXIST,
- *      fd_del of a registered fd succeeds; a WAKE_FD result names only
- *      tags of live registrations (or one deleted during that call); a
- *      check-once block (deadline 0) on a vCPU with no registered fd makes
- *      no fd check (result.fd_checks == 0).
+ *      fd_del of a registered fd succeeds, fd_del of one closed while
+ *      registered returns 0, -EBADF or -ENOENT (block.h); a WAKE_FD result
+ *      names only tags of live registrations (or one deleted during that
+ *      call; a registration closed under a dup is live until its fd_del
+ *      or its number's reuse), each ready when the call returned (only
+ *      its owner reads it: no other file's readiness under its tag), and
+ *      a doorbell's only once its writer hung up or shut down (vsched
+ *      never reports a ring); a check-once block (deadline 0) on a vCPU
+ *      with no registered fd makes no fd check (result.fd_checks == 0).
  *  E9  handlers run outside guest mode on a live vCPU; the waiter's
- *      before_sleep/after_sleep hooks alternate.
+ *      before_sleep/after_sleep hooks alternate, and so do a vCPU's
+ *      blocking/unblocking hooks.
  *  E10 no input hangs: every thread finishes within 30 s (after the
  *      teardown posts a stop request to every vCPU and kicks the waiter).
  *
@@ -99,7 +124,20 @@
  *  M5  on a destroyed vCPU: fd_add, fd_del and set_poll are refused.
  *  M6  the owner closes a registered fd without fd_del: the fd number,
  *      reused and added again, is one registration (E8's fd_checks rule
- *      once it is deleted again), and nothing leaks (E7).
+ *      once it is deleted again), and nothing leaks (E7). Per call, a dup
+ *      of it is held (its file, written by fd_write, stays in the kernel's
+ *      epoll set): once fd_del'ed or its number reused, that file's
+ *      readiness must neither wake the owner in a loop (E5) nor be
+ *      reported under another tag (E8).
+ *  M7  the owner's thread calls vsched_vcpu_destroy() or
+ *      vsched_vcpu_block() from the vCPU's blocking or unblocking hook,
+ *      vsched_waiter_destroy() or vsched_waiter_wait() from the waiter's
+ *      before_sleep or after_sleep hook: VSCHED_ESTATE (doc/protocol.md,
+ *      "Destroy against a sleeper"; VSCHED_EDESTROYED after M1).
+ *  M8  another thread calls vsched_waiter_wait() while the consumer is
+ *      inside one (its condition ran in that wait, and it is still inside
+ *      when the call returns: it is held out of its next call meanwhile):
+ *      VSCHED_ESTATE (waiter.h).
  *
  * What it finds on the code of issue 22 (seeds in corpus_state/, written
  * by state_seeds.py): bug 1, the futex sleep that spins after a spurious
@@ -112,7 +150,15 @@
  * vsched_vcpu_fire_timers() on a destroyed vCPU reporting an expiry it
  * could not post (E6); set_poll from another thread racing the owner's
  * destroy (TSan: sleeper_fini's relaxed exchange of own_poll).
+ * And, each reverted in turn, the fixes of 7320643 and 7ded4fb (doc/
+ * testing.md has the times): a payload_drop re-post during vm_destroy
+ * accepted (E3); timer_set_ctl on a destroyed vCPU accepted (E6); a stale
+ * registration after fd_del (E5) or after its number's reuse (E8); a
+ * socket doorbell at end of file ringing for ever (E5); destroy and block
+ * from the hooks (M7); a second consumer let in (M8); a poll window and
+ * 1 us sleeps on a clock that stands still (E5).
  */
+
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -761,10 +807,15 @@ static uint64_t deadline_for(unsigned a, bool *long_sleep)
  * have): its returns from sleep, its re-sleeps after a spurious wake (a
  * vCPU's), and every FUTEX_WAKE sent meanwhile (any object's: an upper
  * bound). Each may cost the thread some CPU. */
+/* Its parts, for E5's report: FUTEX_WAKEs, spurious wakeups, fast-path
+ * skips and stores, halt wakeups (we_now: at the last call on this thread;
+ * we_start: copied by the block or wait when it starts). */
+static _Thread_local uint64_t we_now[5], we_start[5];
+
 static uint64_t wake_events(struct obj *o, uint64_t *calls)
 {
 	struct vsched_halt_stats h;
-	uint64_t n = atomic_load(&futex_wakes);
+	uint64_t n = atomic_load(&futex_wakes), sp = 0;
 	*calls = n + atomic_load(&o->wake_calls);
 	if (o->is_waiter) {
 		vsched_waiter_stats(o->w, &h);
@@ -772,21 +823,42 @@ static uint64_t wake_events(struct obj *o, uint64_t *calls)
 		struct vsched_vcpu_stats st = { .size = sizeof(st) };
 		vsched_vcpu_read_stats(o->v, &st);
 		h = st.halt;
-		n += st.spurious_wakeups;
+		sp = st.spurious_wakeups;
 	}
-	return n + h.idle_fastpath_skips + h.idle_fastpath_stores + h.halt_wakeup;
+	we_now[0] = n;
+	we_now[1] = sp;
+	we_now[2] = h.idle_fastpath_skips;
+	we_now[3] = h.idle_fastpath_stores;
+	we_now[4] = h.halt_wakeup;
+	return n + sp + h.idle_fastpath_skips + h.idle_fastpath_stores + h.halt_wakeup;
 }
 
-/* After a block/wait that ran long: did it spin? (E5) The wakeups that
- * vsched counted are credited only up to what the harness can account
- * for: 4 per call that may wake the object or FUTEX_WAKE sent, 16, and
- * with the injected clock 2 a millisecond (a clock that stands still is
- * looked at again at most every 1 ms, block.h): a loop that counts its
- * own passes as wakeups earns no CPU by it. */
+/* After a block/wait: did it spin? (E5) The wakeups that vsched counted
+ * are credited only up to what the harness can account for: 4 per call
+ * that may wake the object or FUTEX_WAKE sent, 16, and with the injected
+ * clock 1 a millisecond (a clock that stands still is looked at again
+ * about every 1 ms, block.h): a loop that counts its own passes as
+ * wakeups earns no CPU by it. */
 static void check_cpu(const char *what, unsigned oi, uint64_t wall, uint64_t cpu,
 		      uint64_t wakes, uint64_t calls)
 {
-	uint64_t bound = 4 * calls + 16 + (clock_inj ? wall / 500000 : 0);
+	/* E5 also bounds the count itself: a loop that returns from its
+	 * sleep at once and sleeps again (a registration left readable, a
+	 * doorbell at end of file, 1 us sleeps on a clock that stands
+	 * still) makes thousands, whatever CPU share it got. */
+	uint64_t most = 8 * calls + 64 + (clock_inj ? wall / 500000 : 0);
+	if (wakes > most)
+		fail("[E5] %s of object %u: %llu wakeups counted by vsched in %.1f ms "
+		     "(the harness accounts for at most %llu: %llu waking calls and "
+		     "FUTEX_WAKEs%s): it loops on a wake source (spurious %llu, fast-path "
+		     "skips %llu, stores %llu, halt wakeups %llu)", what, oi,
+		     (unsigned long long)wakes, (double)wall / 1e6, (unsigned long long)most,
+		     (unsigned long long)calls, clock_inj ? ", 2 a ms of injected clock" : "",
+		     (unsigned long long)(we_now[1] - we_start[1]),
+		     (unsigned long long)(we_now[2] - we_start[2]),
+		     (unsigned long long)(we_now[3] - we_start[3]),
+		     (unsigned long long)(we_now[4] - we_start[4]));
+	uint64_t bound = 4 * calls + 16 + (clock_inj ? wall / 1000000 : 0);
 	if (wakes > bound)
 		wakes = bound;
 	uint64_t lim = (wall / 8 > 20000000 ? wall / 8 : 20000000) + wakes * 300000;
@@ -875,6 +947,7 @@ static void op_block(struct worker *wk, struct obj *o, unsigned oi, unsigned a)
 	bool was_dead = atomic_load(&o->dead);
 	uint64_t c0_calls = 0, c1_calls;
 	uint64_t e0 = was_dead ? 0 : wake_events(o, &c0_calls);
+	memcpy(we_start, we_now, sizeof(we_now));
 	uint64_t w0 = now_ns(), c0 = thread_cpu_ns();
 
 	atomic_store(&wk->in_sleep, 1);
@@ -978,6 +1051,7 @@ static void op_wait(struct worker *wk, struct obj *o, unsigned oi, unsigned a)
 	struct vsched_block_result r = { .size = sizeof(r) };
 	uint64_t c0_calls, c1_calls;
 	uint64_t e0 = wake_events(o, &c0_calls);
+	memcpy(we_start, we_now, sizeof(we_now));
 	uint64_t w0 = now_ns(), c0 = thread_cpu_ns();
 
 	atomic_store(&wk->in_sleep, 1);
@@ -1817,12 +1891,16 @@ static bool no_nodes_in_flight(void)
 	return true;
 }
 
-/* FUZZ_STATE_MISUSE=destroy,fd_add,fd_del,wfd_add,dead_calls,close_reg: the
- * misuse calls to make (default all), to hunt past a known finding. */
+/* FUZZ_STATE_MISUSE=destroy,fd_add,fd_del,wfd_add,dead_calls,close_reg,hook,
+ * wait2: the misuse calls to make (default all), to hunt past a known
+ * finding. */
+
 static bool misuse_allowed(unsigned op)
 {
 	static const char *const name[] = { "destroy", "fd_add", "fd_del", "wfd_add",
-					    "dead_calls", "close_reg" };
+					    "dead_calls", "close_reg", "hook", "wait2" };
+	_Static_assert(sizeof(name) / sizeof(name[0]) == NOPS - FIRST_MISUSE,
+		       "a name for each misuse call");
 	const char *env = getenv("FUZZ_STATE_MISUSE");
 	const char *p;
 	size_t l;

@@ -135,11 +135,13 @@ seeds["second_consumer"] = header(waiter=True, misuse=True, hooks=True) + \
 seeds["clock_freeze_poll"] = header(clock=True, policy=1, maxi=3) + \
     op(0, "clock", b=7) + op(0, "block", b=4) + op(0, "clock", b=5) + op(0, "block", b=3) + \
     op(0, "clock", b=0)
+# (deadlines 100 us and 1 ms ahead of the frozen clock: the sleep must not
+# loop on the time left, E5's count)
 seeds["clock_freeze_sleep_epoll"] = header(clock=True) + op(0, "fd_open", b=0) + \
-    op(0, "fd_add", b=0) + op(0, "clock", b=7) + op(0, "block", b=2) + op(0, "block", b=2) + \
+    op(0, "fd_add", b=0) + op(0, "clock", b=7) + op(0, "block", b=1) + op(0, "block", b=2) + \
     op(0, "clock", b=6) + op(0, "block", b=5)
 seeds["clock_freeze_sleep_futex"] = header(clock=True) + op(0, "clock", b=7) + \
-    op(0, "block", b=2) + op(0, "clock", b=5) + op(0, "block", b=1)
+    op(0, "block", b=1) + op(0, "clock", b=5) + op(0, "block", b=2)
 seeds["clock_jump_timers"] = header(threads=3, vcpus=2, clock=True, timers=0x05) + \
     op(1, "timer_arm", a=0, b=5) + op(0, "block", b=7) + op(2, "clock", b=4) + \
     op(2, "clock", b=4 | 8) + op(0, "run") + op(2, "timer_arm", a=1, b=6) + op(1, "block", b=7) + \
