@@ -1788,7 +1788,7 @@ static void *worker_main(void *arg)
 			if (have_waiter) {
 				struct obj *w = &objs[nvcpus];
 				atomic_fetch_add(&w->wake_calls, 1);
-	atomic_fetch_add(&w->waking, 1);
+				atomic_fetch_add(&w->waking, 1);
 				atomic_fetch_add(&w->tokens, 1);
 				int rc = vsched_waiter_kick(w->w);
 				atomic_fetch_sub(&w->waking, 1);
@@ -1829,7 +1829,7 @@ static void *worker_main(void *arg)
 		case OP_FIRE: {
 			bool dead = atomic_load(&tv->dead);
 			atomic_fetch_add(&tv->wake_calls, 1);
-	atomic_fetch_add(&tv->waking, 1);
+			atomic_fetch_add(&tv->waking, 1);
 			int rc = vsched_vcpu_fire_timers(tv->v);
 			atomic_fetch_sub(&tv->waking, 1);
 			logop(wk, OP_FIRE, (uint8_t)vi, 0, rc);
@@ -2120,14 +2120,14 @@ static void run_input(const uint8_t *data, size_t size)
 			atomic_store(&stopping, 1);
 			for (unsigned i = 0; i < nvcpus; i++) {
 				atomic_fetch_add(&objs[i].wake_calls, 1);
-	atomic_fetch_add(&objs[i].waking, 1);
+				atomic_fetch_add(&objs[i].waking, 1);
 				if (vsched_post(objs[i].v, K_STOP) == 0)
 					atomic_fetch_add(&accepted[K_STOP], 1);
 				atomic_fetch_sub(&objs[i].waking, 1);
 			}
 			if (have_waiter) {
 				atomic_fetch_add(&objs[nvcpus].wake_calls, 1);
-	atomic_fetch_add(&objs[nvcpus].waking, 1);
+				atomic_fetch_add(&objs[nvcpus].waking, 1);
 				vsched_waiter_kick(objs[nvcpus].w);
 				atomic_fetch_sub(&objs[nvcpus].waking, 1);
 			}
