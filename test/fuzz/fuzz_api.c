@@ -8,7 +8,18 @@
  * - per kind, posted = serviced + coalesced + pending (vsched's counters);
  * - every payload is delivered or dropped exactly once, never twice, and
  *   none is left over when the VM is destroyed;
- * - a handler only runs outside guest mode, on a live vCPU.
+ * - a handler only runs outside guest mode, on a live vCPU;
+ * - a kind's name is accepted only when it is an identifier of letters,
+ *   digits, '_', '.' and '-' (request.h), whatever its bytes;
+ * - extensible structs (VM and waiter configs, timer descriptors, poll
+ *   parameters, stats and block results) with a garbage `size`: above
+ *   4096 refused with VSCHED_EINVAL, and the library reads and writes only
+ *   the caller's struct (the buffer is exactly the struct then: ASan sees
+ *   any byte behind it; a size up to 4096 gets a buffer that long, zeroed
+ *   past the struct, as a newer caller's would be);
+ * - a payload_drop that re-posts the payload to another vCPU during
+ *   vsched_vm_destroy() is refused (VSCHED_EDESTROYED: every vCPU is
+ *   destroyed before any is freed), and the payload is dropped once.
  * Single-threaded, with a fake clock and a wait that never sleeps.
  */
 #include <assert.h>
@@ -43,6 +54,7 @@ static uint64_t now;
 static struct vsched_vcpu *vcpus[NV];
 static bool dead[NV];
 static struct vsched_timer *timers[NV];
+static bool in_vm_destroy, reroute;
 static unsigned declared_kinds[8], nkinds;
 static bool payload_kind[64];
 
@@ -79,20 +91,153 @@ static void handler(struct vsched_vcpu *v, unsigned kind, struct vsched_payload 
 	}
 }
 
-static void drop(struct vsched_vcpu *v, unsigned kind, struct vsched_payload *p, void *c)
-{
-	(void)v, (void)kind, (void)c;
-	struct node *nd = (struct node *)p;
-	assert(nd->state == 1);
-	nd->state = 2;
-}
-
 static bool valid_rc(int rc)
 {
 	if (rc >= 0)
 		return true;
 	return strcmp(vsched_strerror(rc), "unknown vsched error") != 0;
 }
+
+static bool never(void *arg)
+{
+	(void)arg;
+	return false;
+}
+
+static void drop(struct vsched_vcpu *v, unsigned kind, struct vsched_payload *p, void *c)
+{
+	(void)c;
+	struct node *nd = (struct node *)p;
+	assert(nd->state == 1);
+	if (reroute) {
+		/* re-post to the next vCPU: during vm_destroy always refused */
+		unsigned i = 0;
+		while (i < NV && vcpus[i] != v)
+			i++;
+		int rc = vsched_post_payload(vcpus[(i + 1) % NV], kind, p);
+		assert(!in_vm_destroy || rc == VSCHED_EDESTROYED);
+		if (rc == 0)
+			return; /* in flight again */
+	}
+	nd->state = 2;
+}
+
+/* request.h: letters, digits, '_', '.', '-'; not empty. */
+static bool ident(const char *n)
+{
+	if (!n[0])
+		return false;
+	for (; *n; n++)
+		if (!((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') ||
+		      (*n >= '0' && *n <= '9') || *n == '_' || *n == '.' || *n == '-'))
+			return false;
+	return true;
+}
+
+/* An extensible struct of `ours` bytes whose caller claims `size`: a
+ * buffer of `size` bytes (zeroed past ours) when it is plausible, else of
+ * exactly `ours` (the rest of the claim is garbage: nothing may touch it). */
+static void *sized(const void *src, size_t ours, size_t size)
+{
+	size_t n = size > ours && size <= 4096 ? size : ours;
+	unsigned char *b = calloc(1, n);
+	assert(b);
+	memcpy(b, src, ours);
+	memcpy(b, &size, sizeof(size));
+	return b;
+}
+
+static size_t garbage_size(struct input *in, size_t ours)
+{
+	static const size_t tbl[] = { 0, 1, 7, 8, 4095, 4096, 4097, 8192, 1u << 20,
+				      SIZE_MAX, SIZE_MAX / 2, 0x80000000u };
+	unsigned k = take(in) % 16;
+	if (k < 12)
+		return tbl[k];
+	if (k == 12)
+		return ours - 1 - take(in) % 8;
+	if (k == 13)
+		return ours + take(in) % 64;
+	return ours;
+}
+
+/* One call with a garbage size; rc < 0 above 4096 (VSCHED_EINVAL, or a
+ * state refusal that comes first). */
+static void garbage_call(struct input *in, struct vsched_vm *vm, unsigned vi,
+			 const struct vsched_host_ops *ops)
+{
+	unsigned which = take(in) % 7;
+	struct vsched_vcpu *v = vcpus[vi];
+	int rc = 0;
+	size_t size;
+	switch (which) {
+	case 0: {
+		struct vsched_vm_config c = { .ops = ops, .max_vcpus = 2 };
+		size = garbage_size(in, sizeof(c));
+		void *b = sized(&c, sizeof(c), size);
+		struct vsched_vm *vm2 = NULL;
+		rc = vsched_vm_create(b, &vm2);
+		if (rc == 0)
+			assert(vsched_vm_destroy(vm2) == 0);
+		free(b);
+		break;
+	}
+	case 1: {
+		struct vsched_vcpu_stats st;
+		memset(&st, 0, sizeof(st));
+		size = garbage_size(in, sizeof(st));
+		void *b = sized(&st, sizeof(st), size);
+		rc = vsched_vcpu_read_stats(v, b);
+		free(b);
+		break;
+	}
+	case 2: {
+		struct vsched_block_result r;
+		memset(&r, 0, sizeof(r));
+		size = garbage_size(in, sizeof(r));
+		void *b = sized(&r, sizeof(r), size);
+		if (vsched_vcpu_mode(v) == VSCHED_MODE_OUTSIDE_GUEST)
+			rc = vsched_vcpu_block_ex(v, now, b);
+		else
+			rc = -1;
+		free(b);
+		break;
+	}
+	case 3: {
+		struct vsched_timer_desc d = { .kind = declared_kinds[take(in) % nkinds] };
+		size = garbage_size(in, sizeof(d));
+		void *b = sized(&d, sizeof(d), size);
+		struct vsched_timer *t = NULL;
+		rc = vsched_timer_create(v, b, &t); /* a timer made stays the vCPU's */
+		free(b);
+		break;
+	}
+	case 4: {
+		struct vsched_waiter_config c = { .cond = never };
+		size = garbage_size(in, sizeof(c));
+		void *b = sized(&c, sizeof(c), size);
+		struct vsched_waiter *w = NULL;
+		rc = vsched_waiter_create_ex(vm, b, &w);
+		if (rc == 0)
+			assert(vsched_waiter_destroy(w) == 0);
+		free(b);
+		break;
+	}
+	default: {
+		struct vsched_poll_params p;
+		vsched_poll_defaults(take(in) % 4, 1000, &p);
+		size = garbage_size(in, sizeof(p));
+		void *b = sized(&p, sizeof(p), size);
+		rc = which == 5 ? vsched_vm_set_poll(vm, b) : vsched_vcpu_set_poll(v, b);
+		free(b);
+		break;
+	}
+	}
+	assert(valid_rc(rc));
+	if (size > 4096)
+		assert(rc < 0);
+}
+
 
 static void check_counters(struct vsched_vcpu *v)
 {
@@ -122,6 +267,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(payload_kind, 0, sizeof(payload_kind));
 	nkinds = 0;
 	now = 1000;
+	reroute = false;
 	vsched_poll_defaults(take(&in) % 4, 200 + take(&in) * 10, &pp);
 	if (vsched_vm_create(&cfg, &vm))
 		return 0;
@@ -130,8 +276,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned want = 1 + take(&in) % 8;
 	for (unsigned j = 0; j < want; j++) {
 		unsigned kind = take(&in) % 64;
+		char name[12] = "k";
+		/* a byte above 0xf0: a name of the input's bytes */
+		if (in.i < in.n && in.d[in.i] >= 0xf0) {
+			unsigned len = take(&in) % 10;
+			for (unsigned c = 0; c < len; c++)
+				name[c] = (char)take(&in);
+			name[len] = 0;
+		}
 		struct vsched_request_desc d = {
-			.name = "k",
+			.name = name,
 			.priority = take(&in) % 8,
 			.flags = (take(&in) & 1 ? VSCHED_REQ_NO_WAKEUP : 0),
 			.handler = handler,
@@ -142,10 +296,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			d.may_raise = VSCHED_KIND_BIT(declared_kinds[take(&in) % nkinds]);
 		rc = vsched_request_declare(vm, kind, &d);
 		assert(valid_rc(rc));
+		if (!ident(name))
+			assert(rc == VSCHED_EINVAL);
 		if (rc == 0) {
 			declared_kinds[nkinds++] = kind;
 			payload_kind[kind] = d.flags & VSCHED_REQ_PAYLOAD;
 		}
+	}
+	if (!nkinds) { /* every name refused */
+		vsched_vm_destroy(vm);
+		return 0;
 	}
 	rc = vsched_request_finalize(vm, 0);
 	assert(valid_rc(rc));
@@ -168,7 +328,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	while (in.i < in.n) {
-		unsigned op = take(&in) % 14, vi = take(&in) % NV;
+		/* bytes 0xe0 and above: the calls added later (garbage sizes,
+		 * the re-routing payload_drop) */
+		unsigned op = take(&in), vi = take(&in) % NV;
+		op = op >= 0xe0 ? 14 + op % 2 : op % 14;
 		struct vsched_vcpu *v = vcpus[vi];
 		unsigned kind = take(&in) % 66; /* includes out of range */
 		switch (op) {
@@ -235,6 +398,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			rc = vsched_vcpu_fire_timers(v);
 			assert(valid_rc(rc));
 			break;
+		case 14:
+			garbage_call(&in, vm, vi, &ops);
+			break;
+		case 15:
+			reroute = !reroute;
+			break;
 		default:
 			now += take(&in) * 100;
 			break;
@@ -251,7 +420,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			vsched_vcpu_exit(vcpus[v]);
 		vsched_service(vcpus[v]);
 	}
+	in_vm_destroy = true;
 	vsched_vm_destroy(vm);
+	in_vm_destroy = false;
 	for (unsigned i = 0; i < NP; i++)
 		assert(nodes[i].state != 1);
 	return 0;

@@ -8,17 +8,19 @@ import os, sys
 
 OPS = ["post", "payload", "broadcast", "kick", "block", "run", "wait", "wkick",
        "fd_open", "fd_add", "fd_del", "fd_close", "fd_write", "timer_arm",
-       "timer_ctl", "set_poll", "destroy", "fire", "check_once",
-       "m_destroy", "m_fd_add", "m_fd_del", "m_wfd_add", "m_dead_calls",
-       "m_close_reg"]
+       "timer_ctl", "set_poll", "destroy", "fire", "check_once", "fd_hup",
+       "clock", "m_destroy", "m_fd_add", "m_fd_del", "m_wfd_add",
+       "m_dead_calls", "m_close_reg", "m_hook", "m_wait2"]
 
 def header(threads=2, vcpus=1, waiter=False, policy=0, maxi=0, misuse=False,
-           late=0, hooks=False, bias=0, timers=0, sem=0):
+           late=0, hooks=False, bias=0, timers=0, sem=0, clock=False,
+           reroute=False):
     return bytes([threads - 2,
                   (vcpus - 1) | (0x10 if waiter else 0),
                   policy | maxi << 2,
-                  (1 if misuse else 0) | late << 1 | (8 if hooks else 0) | bias << 4,
-                  timers, sem])
+                  (1 if misuse else 0) | late << 1 | (8 if hooks else 0) | bias << 4 |
+                  (0x80 if clock else 0),
+                  timers | (0x40 if reroute else 0), sem])
 
 def op(t, name, a=0, b=0):
     o = OPS.index(name)
@@ -91,6 +93,71 @@ seeds["contract_mix_4t"] = header(threads=4, vcpus=3, waiter=True, policy=2, max
                                     "fd_open", "fd_add", "fd_write", "check_once",
                                     "post", "run", "block", "fd_del", "fd_close",
                                     "broadcast", "payload", "run", "block", "wkick"]))
+
+# fd_open b: slot b%4, bit 2 a pipe, bit 4 a socket pair (else an eventfd);
+# fd_add: a's bit 3 (b's bit 5) makes it a doorbell; m_close_reg b bit 4:
+# a dup of the fd held; fd_write b bit 4: the lingering files too.
+# A stale registration: closed under a dup (readable), fd_del'ed (-EBADF),
+# then a long block: the set must no longer hold it (E5: no spin).
+seeds["stale_dup_fd_del"] = header(misuse=True) + op(0, "fd_open", b=0) + \
+    op(0, "fd_add", b=0) + op(0, "m_close_reg", b=16) + op(0, "fd_write", a=0, b=0) + \
+    op(0, "fd_del", b=0) + op(0, "block", b=5) + op(0, "fd_write", a=0, b=16) + \
+    op(0, "block", b=5)
+# ... and its number reused by a new file: the old file's readiness must
+# not be reported under the new tag (E8)
+seeds["stale_dup_number_reused"] = header(misuse=True) + op(0, "fd_open", b=0) + \
+    op(0, "fd_add", b=0) + op(0, "m_close_reg", b=16) + op(0, "fd_write", a=0, b=0) + \
+    op(0, "fd_open", b=1) + op(0, "fd_add", b=1) + op(0, "block", b=5) + \
+    op(0, "fd_write", a=0, b=16) + op(0, "block", b=4)
+# a socket doorbell whose peer shut down: at end of file for ever, no
+# EPOLLHUP; reported (E5: no ring for ever; E4)
+seeds["doorbell_eof_vcpu"] = header() + op(0, "fd_open", b=16) + \
+    op(0, "fd_add", a=8, b=0) + op(1, "fd_hup", a=0, b=0) + op(0, "block", b=5) + \
+    op(0, "block", b=5) + op(0, "fd_del", b=0) + op(0, "block", b=4)
+seeds["doorbell_eof_waiter"] = header(waiter=True) + op(1, "fd_open", b=8 | 16) + \
+    op(1, "fd_add", a=8, b=8) + op(0, "fd_hup", a=1, b=0) + op(1, "wait", b=5) + \
+    op(1, "wait", b=5) + op(0, "fd_write", a=1, b=0)
+# a pipe doorbell whose writer closed (EPOLLHUP)
+seeds["doorbell_hup_pipe"] = header() + op(0, "fd_open", b=4) + \
+    op(0, "fd_add", a=8, b=0) + op(1, "fd_write", a=0, b=0) + op(0, "block", b=4) + \
+    op(1, "fd_hup", a=0, b=0) + op(0, "block", b=5)
+# destroy and block from the engine's hooks (M7)
+seeds["hook_destroy_blocking"] = header(misuse=True, hooks=True) + \
+    op(0, "m_hook", b=0) + op(0, "block", b=2) + op(0, "m_hook", b=5) + op(0, "block", b=2) + \
+    op(0, "m_hook", b=1) + op(0, "block", b=1)
+seeds["hook_destroy_waiter"] = header(waiter=True, misuse=True, hooks=True) + \
+    op(1, "m_hook", b=9) + op(1, "wait", b=3) + op(1, "m_hook", b=8 | 4) + op(1, "wait", b=3)
+# a second consumer while the consumer cycles through short waits (M8)
+seeds["second_consumer"] = header(waiter=True, misuse=True, hooks=True) + \
+    op(1, "wait", b=1) * 24 + op(0, "m_wait2", b=0) * 4 + op(0, "m_wait2", b=1) * 4 + \
+    op(0, "wkick") * 2
+# an injected clock that stands still under a poll window, then a sleep
+seeds["clock_freeze_poll"] = header(clock=True, policy=1, maxi=3) + \
+    op(0, "clock", b=7) + op(0, "block", b=4) + op(0, "clock", b=5) + op(0, "block", b=3) + \
+    op(0, "clock", b=0)
+# (deadlines 100 us and 1 ms ahead of the frozen clock: the sleep must not
+# loop on the time left, E5's count)
+seeds["clock_freeze_sleep_epoll"] = header(clock=True) + op(0, "fd_open", b=0) + \
+    op(0, "fd_add", b=0) + op(0, "clock", b=7) + op(0, "block", b=1) + op(0, "block", b=2) + \
+    op(0, "clock", b=6) + op(0, "block", b=5)
+seeds["clock_freeze_sleep_futex"] = header(clock=True) + op(0, "clock", b=7) + \
+    op(0, "block", b=1) + op(0, "clock", b=5) + op(0, "block", b=2)
+seeds["clock_jump_timers"] = header(threads=3, vcpus=2, clock=True, timers=0x05) + \
+    op(1, "timer_arm", a=0, b=5) + op(0, "block", b=7) + op(2, "clock", b=4) + \
+    op(2, "clock", b=4 | 8) + op(0, "run") + op(2, "timer_arm", a=1, b=6) + op(1, "block", b=7) + \
+    op(0, "clock", b=3)
+# payload_drop re-posts: during a vCPU's destroy (accepted by the other
+# vCPU), during vm_destroy (refused: every vCPU destroyed first)
+seeds["reroute_vm_destroy"] = header(threads=2, vcpus=2, reroute=True) + \
+    op(0, "payload", a=1, b=0) + op(0, "payload", a=1, b=1) + op(1, "payload", a=0, b=2) + \
+    op(1, "payload", a=0, b=3)
+seeds["reroute_vcpu_destroy"] = header(threads=2, vcpus=2, reroute=True) + \
+    op(1, "payload", a=0, b=0) + op(1, "payload", a=0, b=1) + op(0, "destroy", b=0) + \
+    op(1, "payload", a=1, b=2) + op(1, "run")
+# timer_set_ctl on a destroyed vCPU's level timer: VSCHED_EDESTROYED
+seeds["timer_ctl_destroyed"] = header(waiter=True, timers=1, sem=1) + \
+    op(0, "destroy", b=0) + op(1, "wait", b=3) + op(1, "timer_ctl", a=0, b=1) + \
+    op(1, "timer_ctl", a=0, b=2) + op(1, "timer_arm", a=0, b=3)
 
 out = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "corpus_state")
 os.makedirs(out, exist_ok=True)
