@@ -139,7 +139,14 @@ int vsched_waiter_fd_add(struct vsched_waiter *w, int fd, uint32_t events,
 		return VSCHED_EINVAL;
 	if ((rc = waiter_allowed(w, VSCHED__C_WAITER_FD_ADD)))
 		return rc;
-	return vsched__sleeper_fd_add(&w->sl, fd, events, tag);
+	/* A thread inside a wait keeps its tables (waiter.h), also where the
+	 * state says idle (its hooks, first look, accounting): the table
+	 * change takes the engine's place as a second consumer would. */
+	if (atomic_exchange_explicit(&w->sl.in_engine, true, memory_order_acquire))
+		return VSCHED_ESTATE;
+	rc = vsched__sleeper_fd_add(&w->sl, fd, events, tag);
+	atomic_store_explicit(&w->sl.in_engine, false, memory_order_release);
+	return rc;
 }
 
 int vsched_waiter_fd_del(struct vsched_waiter *w, int fd)
@@ -150,7 +157,11 @@ int vsched_waiter_fd_del(struct vsched_waiter *w, int fd)
 		return VSCHED_EINVAL;
 	if ((rc = waiter_allowed(w, VSCHED__C_WAITER_FD_DEL)))
 		return rc;
-	return vsched__sleeper_fd_del(&w->sl, fd);
+	if (atomic_exchange_explicit(&w->sl.in_engine, true, memory_order_acquire))
+		return VSCHED_ESTATE; /* as vsched_waiter_fd_add() */
+	rc = vsched__sleeper_fd_del(&w->sl, fd);
+	atomic_store_explicit(&w->sl.in_engine, false, memory_order_release);
+	return rc;
 }
 
 int vsched_waiter_stats(const struct vsched_waiter *w,

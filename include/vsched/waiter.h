@@ -124,7 +124,8 @@ VSCHED_API int vsched_waiter_kick(struct vsched_waiter *w);
 /** Add a wake-source fd (see vsched_vcpu_fd_add(): a failed first call
  * leaves the waiter on its futex, consistently for wait and kick).
  * @return as vsched_vcpu_fd_add(); VSCHED_ESTATE while a thread waits on the
- * waiter (refused: that thread's sleep keeps its mechanism and tables).
+ * waiter, its hooks and condition included (refused: that thread's sleep
+ * keeps its mechanism and tables).
  * States: idle only. Context: the consumer thread (the one that calls
  * vsched_waiter_wait()), or before it waits. */
 VSCHED_API int vsched_waiter_fd_add(struct vsched_waiter *w, int fd,

@@ -347,6 +347,49 @@ static void test_waiter_destroy_from_hook(void **state)
 	assert_int_equal(rc, VSCHED_ESTATE);
 }
 
+/* The waiter's fd tables change only while no wait is in progress
+ * (waiter.h: VSCHED_ESTATE "while a thread waits on the waiter"). The
+ * state word says idle in the hooks, so a table change from another
+ * thread got in while the consumer was between its looks (a data race
+ * that TSan found in the state fuzzer, M4); since the fix, fd_add and
+ * fd_del take the waiter's in_engine flag as a consumer does, and the
+ * consumer's own hooks show it deterministically: before it, both
+ * returned 0 here. */
+static int hook_add_rc = 1, hook_del_rc = 1, hook_fd = -1;
+
+static void hook_before_changes_fds(struct vsched_waiter *w, void *arg)
+{
+	(void)arg;
+	if (hook_add_rc == 1) {
+		hook_add_rc = vsched_waiter_fd_add(w, hook_fd, EPOLLIN, 7);
+		hook_del_rc = vsched_waiter_fd_del(w, hook_fd);
+	}
+}
+
+static void test_waiter_fds_from_hook(void **state)
+{
+	struct vsched_vm *vm = quiet_vm();
+	struct vsched_waiter *w;
+	struct vsched_waiter_config c = {
+		.size = sizeof(c), .cond = never, .before_sleep = hook_before_changes_fds,
+		.after_sleep = hook_before,
+	};
+	(void)state;
+
+	hook_fd = eventfd(0, EFD_NONBLOCK);
+	assert_true(hook_fd >= 0);
+	assert_int_equal(vsched_waiter_create_ex(vm, &c, &w), 0);
+	assert_int_equal(vsched_waiter_wait(w, mono() + 1000000, NULL), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(hook_add_rc, VSCHED_ESTATE);
+	assert_int_equal(hook_del_rc, VSCHED_ESTATE);
+	/* Outside a wait both are the consumer's to make. */
+	assert_int_equal(vsched_waiter_fd_add(w, hook_fd, EPOLLIN, 7), 0);
+	assert_int_equal(vsched_waiter_fd_del(w, hook_fd), 0);
+	assert_int_equal(vsched_waiter_destroy(w), 0);
+	vsched_vm_destroy(vm);
+	close(hook_fd);
+}
+
 static int blk_rc = 1;
 static void blocking_destroys(struct vsched_vcpu *v, void *ctx)
 {
@@ -1083,6 +1126,7 @@ int main(void)
 		cmocka_unit_test(test_stale_registration_after_fd_del),
 		cmocka_unit_test(test_doorbell_at_eof),
 		cmocka_unit_test(test_waiter_destroy_from_hook),
+		cmocka_unit_test(test_waiter_fds_from_hook),
 		cmocka_unit_test(test_vcpu_destroy_from_blocking_hook),
 		cmocka_unit_test(test_second_consumer_refused),
 		cmocka_unit_test(test_poll_on_standing_clock),
