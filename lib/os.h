@@ -89,7 +89,10 @@ bool vsched__os_is_eventfd(int fd);
 void vsched__os_drain(int fd);
 /* The same for a doorbell of any kind: reads of 512 bytes until one comes
  * back short (empty; an eventfd's first read), at most 64. An EFD_SEMAPHORE
- * eventfd gives one count a read and so stays readable. */
+ * eventfd gives one count a read and so stays readable. False when a read
+ * found end of file (a read of 0, but for a datagram socket's empty
+ * message) or an error other than EAGAIN/EINTR: readable for ever, the
+ * caller reports it instead of taking it for a ring. */
 bool vsched__os_drain_all(int fd);
 /* Arm the set's timerfd at an absolute CLOCK_MONOTONIC deadline
  * (VSCHED_DEADLINE_NONE disarms). */
