@@ -444,7 +444,7 @@ static void reroute_drop(struct vsched_vcpu *v, unsigned kind,
  * another vCPU of the VM (the re-route above) must be refused with
  * VSCHED_EDESTROYED, the payload staying the callback's: never taken into
  * a vCPU that is freed next, nor a vCPU freed already.
- * DEFECT, fails on branch helper-api (base 5a8534a): vsched_vm_destroy()
+ * DEFECT (fixed in 7320643; it failed on 5a8534a): vsched_vm_destroy()
  * drains and frees the vCPUs one at a time (lib/vm.c free_vcpu()), so
  * vCPU 0's callback posts into vCPU 1 (accepted, rc 0) and vCPU 2's posts
  * into the freed vCPU 1: a use after free, SIGSEGV with this allocator.
@@ -499,7 +499,7 @@ static void guarded_unmap(char *m)
  * VSCHED_EINVAL before a byte behind the caller's struct is read. No
  * public struct is near 1 MiB, nor will be; Linux refuses such sizes the
  * same way (openat2, clone3: E2BIG above a page).
- * DEFECT, fails on branch helper-api (base 5a8534a): lib/abi.h's
+ * DEFECT (fixed in 7320643; it failed on 5a8534a): lib/abi.h's
  * vsched__struct_in() scans the "unknown tail" for `size - ours` bytes,
  * into the guard page: SIGSEGV.
  */
@@ -523,7 +523,7 @@ static void test_struct_in_garbage_size(void **state)
 /*
  * The same for an output struct, where it is worse: a garbage `size`
  * makes the library zero memory behind the caller's struct.
- * DEFECT, fails on branch helper-api (base 5a8534a): lib/abi.h's
+ * DEFECT (fixed in 7320643; it failed on 5a8534a): lib/abi.h's
  * vsched__struct_out() memsets `size - ours` bytes past our layout, into
  * the guard page: SIGSEGV (without the guard page, silent corruption of
  * whatever follows the caller's struct).
@@ -617,7 +617,7 @@ static const char *json_value(const char *p)
  * text format it must not break the `name value` lines. A library may
  * instead refuse such a name at declaration (VSCHED_EINVAL): either is
  * accepted here.
- * DEFECT, fails on branch helper-api (base 5a8534a): lib/stats_write.c
+ * DEFECT (fixed in 7320643; it failed on 5a8534a): lib/stats_write.c
  * write_one_of() prints the name with "%s" in both formats: a quote or
  * backslash makes the JSON invalid, a space or newline splits the line.
  */
@@ -673,7 +673,7 @@ static void test_stats_write_kind_names(void **state)
 /*
  * Every timer call on a timer whose vCPU was destroyed is refused with
  * VSCHED_EDESTROYED, as vsched_timer_arm() and vsched_timer_disarm() are.
- * DEFECT, fails on branch helper-api (base 5a8534a):
+ * DEFECT (fixed in 7320643; it failed on 5a8534a):
  * vsched_timer_set_ctl() (lib/timer.c) has no DESTROYED check: it returns
  * 0, and enabling a due LEVEL timer lowers the timer service's deadline
  * for a timer no longer on the VM's list.
