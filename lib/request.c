@@ -9,13 +9,10 @@
  * escaping in either. */
 static bool name_ok(const char *n)
 {
-	if (!n || !n[0])
-		return false;
-	for (; *n; n++)
-		if (!((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') ||
-		      (*n >= '0' && *n <= '9') || *n == '_' || *n == '.' || *n == '-'))
-			return false;
-	return true;
+	static const char ident[] = "abcdefghijklmnopqrstuvwxyz"
+				    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
+
+	return n && n[0] && !n[strspn(n, ident)];
 }
 
 int vsched_request_declare(struct vsched_vm *vm, unsigned kind,
