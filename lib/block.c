@@ -543,10 +543,10 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 	hl->waited = true;
 	/* The sleep's CPU, sampled, when not given: the ADAPTIVE policy
 	 * prices sleeps with it, and every policy polls to a deadline no
-	 * farther than cpu_budget_pct of it (short_wait()). Learnt at a waker's wake below (unless the
-	 * sample counts only as a whole timed wait: it spun, or a class
-	 * learning its CPU started it) or at a timed wait's deadline, spins
-	 * included (lib/sleep.c). */
+	 * farther than cpu_budget_pct of it (short_wait()). Learnt at a
+	 * waker's wake below (unless the sample counts only as a whole timed
+	 * wait: it spun, or a class learning its CPU started it) or at a
+	 * timed wait's deadline, spins included (lib/sleep.c). */
 	s->cpu0 = 0;
 	if (!s->params.sleep_cpu_ns && vsched__sleep_sampled(++s->sleeps))
 		vsched__sample_start(s);

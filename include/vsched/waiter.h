@@ -99,7 +99,8 @@ VSCHED_API int vsched_waiter_set_poll(struct vsched_waiter *w,
 /**
  * Destroy a waiter (closes its fds). @return 0, VSCHED_EINVAL or
  * VSCHED_ESTATE (a thread is inside vsched_waiter_wait() on it, its hooks
- * and condition included: refused, nothing freed). States (lib/contract.h): idle (not waiting) only.
+ * and condition included: refused, nothing freed). States
+ * (lib/contract.h): idle (not waiting) only.
  * Context: once no thread waits on or kicks it.
  */
 VSCHED_API int vsched_waiter_destroy(struct vsched_waiter *w);
