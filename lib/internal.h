@@ -222,6 +222,9 @@ struct vsched_vm {
 	pthread_mutex_t lock; /* table declaration, vCPU create/destroy */
 	struct vsched_vcpu *_Atomic *vcpus;
 	struct vsched_vcpu *graveyard;
+	/* Waiters created on the VM and not destroyed (lib/waiter.c): the VM
+	 * is not freed under them (vsched_vm_destroy()). */
+	_Atomic unsigned nwaiters;
 	struct vsched__table table;
 };
 

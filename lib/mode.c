@@ -107,13 +107,25 @@ int vsched__kick_decide(struct vsched_vcpu *v, struct vsched__sleeper *s,
 			_Atomic uint64_t *wakeups, uint32_t m, unsigned flags)
 {
 	const struct vsched_host_ops *ops = &s->vm->ops;
+	uint32_t seen;
 
+	/*
+	 * A failed CAS reloads m. A post retries only on the word it decided
+	 * on (a weak CAS's spurious failure) or one that differs from it in
+	 * ACK_WAITERS alone: any other change means the vCPU has left the
+	 * entry or sleep it saw (another generation, another mode; a kick or
+	 * wake by another thread), and its next entry or arm re-checks the
+	 * pending word after its own barrier, which orders it after the
+	 * post's bit. A kick or wake of that later entry or sleep would be
+	 * spurious. Other events (vsched_vcpu_kick()'s has_event, a timer
+	 * re-arm) follow the vCPU to whatever it does now: an entry does not
+	 * re-check them.
+	 */
 	for (;;) {
+		seen = m;
 		switch (vsched__mode_of(m)) {
 		case VSCHED_MODE_IN_GUEST:
-			/* Only the poster that moves it to EXITING kicks. A
-			 * failed CAS reloads m: retry if only ACK_WAITERS
-			 * changed, stop if the vCPU left or was kicked. */
+			/* Only the poster that moves it to EXITING kicks. */
 			if (atomic_compare_exchange_weak_explicit(
 				    s->word, &m,
 				    (m & ~VSCHED__MODE_MASK) |
@@ -131,6 +143,9 @@ int vsched__kick_decide(struct vsched_vcpu *v, struct vsched__sleeper *s,
 				}
 				return 1;
 			}
+			if ((flags & VSCHED__KD_POST) &&
+			    ((m ^ seen) & ~VSCHED__ACK_WAITERS))
+				return 0;
 			continue;
 		case VSCHED_MODE_BLOCKED:
 			if (flags & VSCHED_REQ_NO_WAKEUP)
@@ -150,6 +165,9 @@ int vsched__kick_decide(struct vsched_vcpu *v, struct vsched__sleeper *s,
 				vsched__wake_sleeper(s);
 				return 1;
 			}
+			if ((flags & VSCHED__KD_POST) &&
+			    ((m ^ seen) & ~VSCHED__ACK_WAITERS))
+				return 0;
 			continue;
 		default:
 			/* Nothing to do: counted by deduction in

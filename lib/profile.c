@@ -27,10 +27,10 @@ const struct vsched_profile *vsched_profile_get(const char *arch)
 
 int vsched_profile_find(const struct vsched_profile *p, const char *name)
 {
-	if (!p || !name)
+	if (!p || !name || (p->nkinds && !p->kinds))
 		return VSCHED_EINVAL;
 	for (unsigned i = 0; i < p->nkinds; i++)
-		if (!strcmp(p->kinds[i].name, name))
+		if (p->kinds[i].name && !strcmp(p->kinds[i].name, name))
 			return (int)i;
 	return VSCHED_ERANGE;
 }
@@ -38,7 +38,7 @@ int vsched_profile_find(const struct vsched_profile *p, const char *name)
 int vsched_profile_declare(struct vsched_vm *vm, const struct vsched_profile *p,
 			   vsched_request_fn handler, void *arg)
 {
-	if (!vm || !p)
+	if (!vm || !p || (p->nkinds && !p->kinds))
 		return VSCHED_EINVAL;
 	for (unsigned i = 0; i < p->nkinds; i++) {
 		const struct vsched_profile_kind *k = &p->kinds[i];

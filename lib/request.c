@@ -15,6 +15,19 @@ static bool name_ok(const char *n)
 	return n && n[0] && !n[strspn(n, ident)];
 }
 
+/* A declared kind already has this name, as the stats writers would print
+ * it (copied up to 31 characters): the JSON keys and the `{kind=NAME}`
+ * labels of two kinds would be one. vm->lock held. */
+static bool name_taken(const struct vsched__table *t, const char *n)
+{
+	for (uint64_t d = t->declared; d; d &= d - 1) {
+		const struct vsched__kind *k = &t->by_kind[__builtin_ctzll(d)];
+		if (!strncmp(k->name, n, sizeof(k->name) - 1))
+			return true;
+	}
+	return false;
+}
+
 int vsched_request_declare(struct vsched_vm *vm, unsigned kind,
 			   const struct vsched_request_desc *d)
 {
@@ -32,7 +45,8 @@ int vsched_request_declare(struct vsched_vm *vm, unsigned kind,
 	pthread_mutex_lock(&vm->lock);
 	if (t->finalized) {
 		rc = VSCHED_EFINAL;
-	} else if (t->declared & VSCHED_KIND_BIT(kind)) {
+	} else if ((t->declared & VSCHED_KIND_BIT(kind)) ||
+		   name_taken(t, d->name)) {
 		rc = VSCHED_EEXIST;
 	} else {
 		k = &t->by_kind[kind];

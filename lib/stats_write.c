@@ -75,5 +75,7 @@ int vsched_vcpu_stats_write(const struct vsched_vcpu *v, FILE *f, unsigned forma
 		write_stat(f, json, v, &d[i], &val[d[i].offset]);
 	if (json)
 		fprintf(f, "}\n");
-	return ferror(f) ? -EIO : 0;
+	/* What is still in the stream's buffer has not been written: flush,
+	 * so that a failed write is reported by this call, not lost. */
+	return fflush(f) != 0 || ferror(f) ? -EIO : 0;
 }

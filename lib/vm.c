@@ -97,6 +97,11 @@ int vsched_vm_destroy(struct vsched_vm *vm)
 
 	if (!vm)
 		return VSCHED_EINVAL;
+	/* A waiter keeps using its VM (its allocator, host ops and poll
+	 * policy) until vsched_waiter_destroy(): refused, nothing freed.
+	 * Acquire: pairs with that destroy's release of the count. */
+	if (atomic_load_explicit(&vm->nwaiters, memory_order_acquire))
+		return VSCHED_ESTATE;
 	/* The timer service first (it walks the vCPUs' timers): a service
 	 * still attached is destroyed with its VM. */
 	vsched__timers_free(vm);

@@ -46,6 +46,7 @@ int vsched_waiter_create_ex(struct vsched_vm *vm,
 		vsched__free(&vm->alloc, w, sizeof(*w));
 		return rc;
 	}
+	atomic_fetch_add_explicit(&vm->nwaiters, 1, memory_order_relaxed);
 	*out = w;
 	return 0;
 }
@@ -78,6 +79,7 @@ int vsched_waiter_set_poll(struct vsched_waiter *w,
  * would wake into freed memory. */
 int vsched_waiter_destroy(struct vsched_waiter *w)
 {
+	struct vsched_vm *vm;
 	int rc;
 
 	if (!w)
@@ -86,8 +88,11 @@ int vsched_waiter_destroy(struct vsched_waiter *w)
 		return rc;
 	if (atomic_load_explicit(&w->sl.in_engine, memory_order_relaxed))
 		return VSCHED_ESTATE; /* its consumer is inside a wait (a hook) */
+	vm = w->sl.vm;
 	vsched__sleeper_fini(&w->sl);
-	vsched__free(&w->sl.vm->alloc, w, sizeof(*w));
+	vsched__free(&vm->alloc, w, sizeof(*w));
+	/* Last: the VM may be destroyed as soon as this count drops. */
+	atomic_fetch_sub_explicit(&vm->nwaiters, 1, memory_order_release);
 	return 0;
 }
 

@@ -126,18 +126,22 @@ struct vsched_kvm_stats {
 /**
  * Install an empty handler (no SA_RESTART) for `signo`, process-wide, for
  * a VMM that has none of its own for its kick signal. Replaces whatever
- * handler `signo` had. @return 0, VSCHED_EINVAL (bad signal) or a negative
- * errno from sigaction. Context: any thread, before attach.
+ * handler `signo` had. @return 0, VSCHED_EINVAL (bad signal: not 1..NSIG-1,
+ * or SIGKILL, SIGSTOP, a fault signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE),
+ * SIGTRAP or SIGSYS) or a negative errno from sigaction.
+ * Context: any thread, before attach.
  */
 VSCHED_API int vsched_kvm_signal_install(int signo);
 
 /**
  * Attach a vsched vCPU to KVM vCPU `vcpu_fd` and its mapping `run`.
- * Records the calling thread as the one to signal: call it on the vCPU's
- * thread. The adapter is allocated with the VM's allocator.
- * @return 0, VSCHED_EINVAL (NULL, bad size, bad signal), VSCHED_ENOHANDLER
+ * The kick signals the thread that last called vsched_kvm_pre_run() (the
+ * one in KVM_RUN), the attaching thread until then: attach may run on a
+ * setup thread. The adapter is allocated with the VM's allocator.
+ * @return 0, VSCHED_EINVAL (NULL, bad size, bad signal: as
+ * vsched_kvm_signal_install()), VSCHED_ENOHANDLER
  * (the signal has no handler) or VSCHED_ENOMEM.
- * Context: the vCPU's own thread, before it runs.
+ * Context: any thread, before the vCPU runs.
  */
 VSCHED_API int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
 				 struct kvm_run *run,
@@ -150,7 +154,9 @@ VSCHED_API int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
  * from another one before the thread is joined); then this. Destroy waits
  * for any kick callback in flight and none runs after it, so the adapter
  * is no longer used; destroying before the join means no kick signals a
- * pthread_t that a joined thread's successor may reuse.
+ * pthread_t that a joined thread's successor may reuse. vsched_vm_destroy()
+ * destroys the vCPU too: detaching after it is valid (the adapter keeps its
+ * own copy of the VM's allocator, whose functions and ctx must still work).
  * @return 0 or VSCHED_EINVAL. Context: any thread, after that destroy.
  */
 VSCHED_API int vsched_kvm_detach(struct vsched_kvm_vcpu *kv);
@@ -182,7 +188,9 @@ VSCHED_API int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv);
  * @param run_ret what KVM_RUN gave: 0, or the negative errno it failed with.
  * @return the exit reason (>= 0, KVM_EXIT_*; KVM_EXIT_HLT means call
  * vsched_kvm_halt()), VSCHED_KVM_KICKED for -EINTR, `run_ret` for another
- * error, or VSCHED_ESTATE without a successful pre_run.
+ * error, VSCHED_ESTATE without a successful pre_run, or VSCHED_EINVAL (NULL,
+ * or a `run_ret` that is neither 0 nor a negative errno, -4095..-1: the
+ * entry stays open).
  * Context: the vCPU's own thread, right after KVM_RUN.
  */
 VSCHED_API int vsched_kvm_post_run(struct vsched_kvm_vcpu *kv, int run_ret);
@@ -198,7 +206,10 @@ VSCHED_API int vsched_kvm_run(struct vsched_kvm_vcpu *kv);
 /**
  * Queue external interrupt `vector` (32..255) for injection at the next
  * entry (userspace irqchip). Idempotent while queued, like an IRR bit.
- * @return 0, VSCHED_EINVAL or VSCHED_ERANGE (bad vector).
+ * @return 0, VSCHED_EINVAL (NULL, or an adapter attached with
+ * kernel_irqchip: KVM's irqchip takes interrupts by KVM_IRQ_LINE or
+ * KVM_SIGNAL_MSI, and nothing here would inject the vector) or
+ * VSCHED_ERANGE (bad vector).
  * Context: the vCPU's thread (a request handler).
  */
 VSCHED_API int vsched_kvm_queue_irq(struct vsched_kvm_vcpu *kv, unsigned vector);
@@ -233,7 +244,9 @@ VSCHED_API bool vsched_kvm_irq_owed(const struct vsched_kvm_vcpu *kv);
  * until
  * `deadline_ns` (VSCHED_DEADLINE_NONE: none) passes.
  * @return enum vsched_wake_reason of the last wakeup (0 when nothing was
- * blocked on), or a negative error. Context: the vCPU's own thread.
+ * blocked on), VSCHED_ESTATE between a successful vsched_kvm_pre_run()
+ * and its vsched_kvm_post_run(), or a negative error.
+ * Context: the vCPU's own thread.
  */
 VSCHED_API int vsched_kvm_halt(struct vsched_kvm_vcpu *kv, uint64_t deadline_ns);
 

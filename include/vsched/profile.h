@@ -61,8 +61,10 @@ struct vsched_profile {
 VSCHED_API const struct vsched_profile *vsched_profile_get(const char *arch);
 
 /**
- * Index in p->kinds of the kind named `name`.
- * @return the index, VSCHED_EINVAL (NULL) or VSCHED_ERANGE (no such kind).
+ * Index in p->kinds of the kind named `name` (kinds without a name are
+ * skipped).
+ * @return the index, VSCHED_EINVAL (NULL, or a profile with kinds and no
+ * table) or VSCHED_ERANGE (no such kind).
  * Context: any thread (profiles are constant).
  */
 VSCHED_API int vsched_profile_find(const struct vsched_profile *p, const char *name);
@@ -72,7 +74,8 @@ VSCHED_API int vsched_profile_find(const struct vsched_profile *p, const char *n
  * the kind number; NULL: flags only). The caller may declare its own kinds,
  * then calls vsched_request_finalize().
  * @return 0 or the first error of vsched_request_declare() (the kinds
- * declared before it stay declared); VSCHED_EINVAL for NULL.
+ * declared before it stay declared); VSCHED_EINVAL for NULL (also a
+ * profile with kinds and no table).
  * Context: the setup thread.
  */
 VSCHED_API int vsched_profile_declare(struct vsched_vm *vm, const struct vsched_profile *p,

@@ -78,7 +78,9 @@ typedef void (*vsched_request_fn)(struct vsched_vcpu *vcpu, unsigned kind,
 struct vsched_request_desc {
 	/** Name for stats and error messages (copied, up to 31 chars): an
 	 * identifier of letters, digits, '_', '.' and '-', as the stats
-	 * writers print it unescaped (else VSCHED_EINVAL). */
+	 * writers print it unescaped (else VSCHED_EINVAL), and unique in
+	 * the VM within those 31 chars, as the writers key each kind's
+	 * values by it (else VSCHED_EEXIST). */
 	const char *name;
 	/** Service order: lower is serviced first; ties go by kind number. */
 	unsigned priority;
@@ -107,7 +109,8 @@ enum vsched_finalize_flags {
  * @return 0, VSCHED_EINVAL (NULL vm/desc, unknown flags, a name that is
  * empty or not an identifier (see the descriptor's `name`), a
  * VSCHED_REQ_PAYLOAD kind without a handler),
- * VSCHED_ERANGE (kind >= 64), VSCHED_EEXIST (declared twice) or
+ * VSCHED_ERANGE (kind >= 64), VSCHED_EEXIST (declared twice, or a
+ * declared kind has the same name) or
  * VSCHED_EFINAL (table already finalised).
  * Context: the thread that set the VM up, before vsched_request_finalize().
  */

@@ -172,8 +172,10 @@ enum vsched_stats_format {
 
 /**
  * Write a snapshot of a vCPU's statistics, naming per-kind values by the
- * request kind's name and skipping zero histogram buckets and kinds.
- * @return 0, VSCHED_EINVAL, or -EIO when writing failed. Any thread.
+ * request kind's name and skipping zero histogram buckets and kinds. The
+ * stream is flushed, so that a failed write is this call's error.
+ * @return 0, VSCHED_EINVAL, or -EIO when writing or flushing failed (or the
+ * stream's error indicator was already set). Any thread.
  */
 VSCHED_API int vsched_vcpu_stats_write(const struct vsched_vcpu *vcpu, FILE *f,
 				       unsigned format);

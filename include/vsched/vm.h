@@ -139,9 +139,11 @@ VSCHED_API int vsched_vm_create(const struct vsched_vm_config *cfg,
 
 /**
  * Destroy a VM, its request table and every vCPU, live or destroyed.
- * Undelivered payloads go to the `payload_drop` callback.
+ * Undelivered payloads go to the `payload_drop` callback. Its waiters
+ * (<vsched/waiter.h>) are not its to free: destroy them first.
  * Context: any thread, once no other thread is inside any vsched call on this
- * VM or its vCPUs. @return 0 or VSCHED_EINVAL.
+ * VM or its vCPUs. @return 0, VSCHED_EINVAL, or VSCHED_ESTATE (a waiter
+ * created on the VM is not destroyed yet: refused, nothing freed).
  * Syscalls: close on the vCPUs' fds; with a timer service still attached,
  * those of vsched_timer_service_destroy().
  */

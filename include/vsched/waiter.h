@@ -101,7 +101,8 @@ VSCHED_API int vsched_waiter_set_poll(struct vsched_waiter *w,
  * VSCHED_ESTATE (a thread is inside vsched_waiter_wait() on it, its hooks
  * and condition included: refused, nothing freed). States
  * (lib/contract.h): idle (not waiting) only.
- * Context: once no thread waits on or kicks it.
+ * Context: once no thread waits on or kicks it; before vsched_vm_destroy()
+ * of its VM, which refuses while the VM has a waiter.
  */
 VSCHED_API int vsched_waiter_destroy(struct vsched_waiter *w);
 

@@ -24,11 +24,16 @@
 
 struct vsched_kvm_vcpu {
 	struct vsched_vcpu *vcpu;
-	const struct vsched_allocator *alloc; /* the VM's */
+	/* The VM's allocator, copied: detach may come after
+	 * vsched_vm_destroy(), which frees the VM and the one it holds. */
+	struct vsched_allocator alloc;
 	struct kvm_run *run;
 	int fd;
 	int signo;
 	bool kernel_irqchip;
+	/* The thread to signal: the one that entered last (pre_run), the
+	 * attaching one before. Stored by the vCPU thread before its commit
+	 * publishes IN_GUEST, loaded by a kicker that saw IN_GUEST. */
 	pthread_t thread;
 	/* Queued vectors (an IRR): vCPU thread only. */
 	uint64_t irr[4];
@@ -44,16 +49,40 @@ struct vsched_kvm_vcpu {
 	struct vsched_kvm_stats st;
 };
 
+/* One counter of kv->st, from the vCPU thread, its only writer: a whole
+ * store that vsched_kvm_read_stats() may load on another thread (no locked
+ * instruction, as the core's vsched__count()). */
+static void count(uint64_t *c)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELAXED);
+}
+
 static void kick_handler(int sig)
 {
 	(void)sig; /* only interrupts KVM_RUN; immediate_exit is already set */
+}
+
+/* A signal that can be the kick: not 0, SIGKILL or SIGSTOP (no handler),
+ * nor a fault signal (an empty handler that returns turns every later
+ * fault into an endless re-fault; a VMM's own handler of one is its crash
+ * handler), nor SIGTRAP or SIGSYS (a debugger's, seccomp's). */
+static bool kick_signo_ok(int signo)
+{
+	switch (signo) {
+	case SIGKILL: case SIGSTOP: case SIGSEGV: case SIGBUS: case SIGILL:
+	case SIGFPE: case SIGTRAP: case SIGSYS:
+		return false;
+	default:
+		return signo > 0 && signo < NSIG;
+	}
 }
 
 int vsched_kvm_signal_install(int signo)
 {
 	struct sigaction sa;
 
-	if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP)
+	if (!kick_signo_ok(signo))
 		return VSCHED_EINVAL;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = kick_handler; /* no SA_RESTART */
@@ -96,7 +125,7 @@ int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
 		return VSCHED_EINVAL;
 	if (c.signo)
 		signo = c.signo;
-	if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP)
+	if (!kick_signo_ok(signo))
 		return VSCHED_EINVAL;
 	rc = check_handler(signo);
 	if (rc)
@@ -109,7 +138,7 @@ int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
 		return VSCHED_ENOMEM;
 	memset(kv, 0, sizeof(*kv));
 	kv->vcpu = vcpu;
-	kv->alloc = a;
+	kv->alloc = *a;
 	kv->run = run;
 	kv->fd = vcpu_fd;
 	kv->signo = signo;
@@ -122,9 +151,12 @@ int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
 
 int vsched_kvm_detach(struct vsched_kvm_vcpu *kv)
 {
+	struct vsched_allocator a;
+
 	if (!kv)
 		return VSCHED_EINVAL;
-	kv->alloc->free(kv, sizeof(*kv), kv->alloc->ctx);
+	a = kv->alloc; /* not read from the memory being freed */
+	a.free(kv, sizeof(*kv), a.ctx);
 	return 0;
 }
 
@@ -139,13 +171,16 @@ int vsched_kvm_kick(struct vsched_kvm_vcpu *kv)
 	 * published IN_GUEST, which we observed, so this store is the later
 	 * one. */
 	__atomic_store_n(&kv->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
-	pthread_kill(kv->thread, kv->signo);
+	pthread_kill(__atomic_load_n(&kv->thread, __ATOMIC_RELAXED), kv->signo);
 	return 0;
 }
 
 int vsched_kvm_queue_irq(struct vsched_kvm_vcpu *kv, unsigned vector)
 {
-	if (!kv)
+	/* With KVM's in-kernel irqchip nothing here injects a queued vector
+	 * (inject() returns at once), and an owed one would end every halt
+	 * at once: the VMM raises its lines with KVM_IRQ_LINE/KVM_SIGNAL_MSI. */
+	if (!kv || kv->kernel_irqchip)
 		return VSCHED_EINVAL;
 	if (vector < 32 || vector > 255)
 		return VSCHED_ERANGE;
@@ -173,7 +208,7 @@ int vsched_kvm_queue_nmi(struct vsched_kvm_vcpu *kv)
 		return VSCHED_EINVAL;
 	if (ioctl(kv->fd, KVM_NMI) != 0)
 		return -errno;
-	kv->st.nmis_injected++;
+	count(&kv->st.nmis_injected);
 	kv->nmi_owed = true;
 	return 0;
 }
@@ -219,12 +254,12 @@ static int inject(struct vsched_kvm_vcpu *kv)
 			vsched_kvm_queue_irq(kv, irq.irq); /* still owed */
 			return e;
 		}
-		kv->st.irqs_injected++;
+		count(&kv->st.irqs_injected);
 		kv->injected = true;
 	}
 	run->request_interrupt_window = irr_any(kv);
 	if (run->request_interrupt_window)
-		kv->st.window_requests++;
+		count(&kv->st.window_requests);
 	return 0;
 }
 
@@ -245,6 +280,9 @@ int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv)
 	/* Clear before the commit publishes IN_GUEST: a kicker that sees
 	 * IN_GUEST stores 1 after this (test/model/kvm.pml, CLEAR_LATE). */
 	__atomic_store_n(&kv->run->immediate_exit, 0, __ATOMIC_RELAXED);
+	/* The kick signals the thread that runs KVM_RUN, whichever attached:
+	 * stored before the commit, as immediate_exit is. */
+	__atomic_store_n(&kv->thread, pthread_self(), __ATOMIC_RELAXED);
 	rc = vsched_vcpu_enter(kv->vcpu);
 	if (rc == VSCHED_ENTRY_CANCELLED)
 		return VSCHED_KVM_CANCELLED;
@@ -252,13 +290,15 @@ int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv)
 		return rc;
 	kv->nmi_owed = false; /* KVM delivers it at this entry */
 	kv->in_run = true;
-	kv->st.runs++;
+	count(&kv->st.runs);
 	return 0;
 }
 
 int vsched_kvm_post_run(struct vsched_kvm_vcpu *kv, int run_ret)
 {
-	if (!kv)
+	/* KVM_RUN gives 0 or -1 with an errno (1..4095): anything else is
+	 * not its result, and is refused before the entry is closed. */
+	if (!kv || run_ret > 0 || run_ret < -4095)
 		return VSCHED_EINVAL;
 	if (!kv->in_run)
 		return VSCHED_ESTATE;
@@ -266,7 +306,7 @@ int vsched_kvm_post_run(struct vsched_kvm_vcpu *kv, int run_ret)
 	kv->injected = false; /* kvm_run's injection fields are fresh again */
 	vsched_vcpu_exit(kv->vcpu);
 	if (run_ret == -EINTR) {
-		kv->st.kicked_exits++;
+		count(&kv->st.kicked_exits);
 		return VSCHED_KVM_KICKED;
 	}
 	if (run_ret < 0)
@@ -290,11 +330,15 @@ int vsched_kvm_halt(struct vsched_kvm_vcpu *kv, uint64_t deadline_ns)
 
 	if (!kv)
 		return VSCHED_EINVAL;
-	kv->st.halts++;
+	/* Between pre_run and post_run the vCPU is IN_GUEST: KVM_RUN has not
+	 * returned, so there is no halt to handle (and nothing is counted). */
+	if (kv->in_run)
+		return VSCHED_ESTATE;
+	count(&kv->st.halts);
 	if (vsched_kvm_irq_owed(kv)) {
 		/* Owed from an earlier service (the guest had IF=0): the
 		 * guest must not sleep on it. */
-		kv->st.halts_skipped++;
+		count(&kv->st.halts_skipped);
 		return 0;
 	}
 	for (;;) {
@@ -318,9 +362,24 @@ int vsched_kvm_halt(struct vsched_kvm_vcpu *kv, uint64_t deadline_ns)
 int vsched_kvm_read_stats(const struct vsched_kvm_vcpu *kv,
 			  struct vsched_kvm_stats *out)
 {
+	struct vsched_kvm_stats snap = { .size = sizeof(snap) };
+
 	if (!kv)
 		return VSCHED_EINVAL;
-	return vsched__struct_out(out, &kv->st, sizeof(kv->st));
+	/* Each counter loaded whole (the vCPU thread stores them meanwhile),
+	 * then the extensible-struct copy of the snapshot. */
+#define LOAD(f) snap.f = __atomic_load_n(&kv->st.f, __ATOMIC_RELAXED)
+	LOAD(runs);
+	LOAD(kicked_exits);
+	LOAD(irqs_injected);
+	LOAD(nmis_injected);
+	LOAD(window_requests);
+	LOAD(halts_skipped);
+	LOAD(halts);
+#undef LOAD
+	_Static_assert(sizeof(snap) == sizeof(size_t) + 7 * sizeof(uint64_t),
+		       "vsched_kvm_read_stats() loads every counter");
+	return vsched__struct_out(out, &snap, sizeof(snap));
 }
 
 struct vsched_vcpu *vsched_kvm_vcpu(const struct vsched_kvm_vcpu *kv)

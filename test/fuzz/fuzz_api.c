@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -276,7 +277,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned want = 1 + take(&in) % 8;
 	for (unsigned j = 0; j < want; j++) {
 		unsigned kind = take(&in) % 64;
-		char name[12] = "k";
+		char name[12];
+		/* one name per kind number: names are unique in a VM */
+		snprintf(name, sizeof(name), "k%u", kind);
 		/* a byte above 0xf0: a name of the input's bytes */
 		if (in.i < in.n && in.d[in.i] >= 0xf0) {
 			unsigned len = take(&in) % 10;

@@ -2018,9 +2018,10 @@ static void run_input(const uint8_t *data, size_t size)
 	if (vsched_vm_create(&cfg, &vm))
 		fail("[E1] vm_create");
 	static const unsigned prio[NKINDS] = { 2, 3, 4, 1, 0, 0, 5 };
+	static const char *const names[NKINDS] = { "k0", "k1", "k2", "k3", "k4", "k5", "k6" };
 	for (unsigned k = 0; k < NKINDS; k++) {
 		struct vsched_request_desc d = {
-			.name = "k", .priority = prio[k], .handler = handler,
+			.name = names[k], .priority = prio[k], .handler = handler,
 			.flags = k == K_NOWAKE ? VSCHED_REQ_NO_WAKEUP
 				 : k == K_PAY ? VSCHED_REQ_PAYLOAD : 0,
 		};

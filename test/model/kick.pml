@@ -30,6 +30,13 @@
  * Either way, once it runs again the word no longer says BLOCKED, so a
  * waker is never told "futex wake" for a running vCPU.
  *
+ * The word carries the entry's generation (2 bits here): a poster's CAS
+ * succeeds only on the very word it read (vsched__kick_decide(), lib/mode.c),
+ * so a post whose CAS loses to the vCPU's exit and next entry or sleep does
+ * not kick or wake that later one; the later one's own re-check, after its
+ * fence, sees the post's bit. -DANY_GEN is the earlier rule (retry on any
+ * IN_GUEST or BLOCKED word: spurious kicks, still correct; must pass).
+ *
  * Broken variants (each must fail): -DNO_POSTER_FENCE, -DNO_VCPU_FENCE,
  * -DRECHECK_BEFORE_MODE, -DBROKEN_IDLE_SKIP (skip the store on every way
  * back).
@@ -45,7 +52,7 @@
 #define POLLING 3
 #define BLOCKED 4
 
-byte mode = OUTSIDE;
+byte mode = OUTSIDE;  /* (gen << 3) | mode, gen 0..3 */
 byte post_seq[NP];   /* memory: request i posted this many times */
 byte seen[NP];       /* vCPU-local: serviced up to */
 bit kicked;          /* the host kick (signal / immediate_exit) */
@@ -56,6 +63,7 @@ chan pbuf[NP] = [NPOSTS] of { byte };   /* poster i's stores to post_seq[i] */
 
 #define pending (post_seq[0] != seen[0] || post_seq[1] != seen[1])
 #define vfence (empty(vbuf))
+#define MODE(w) ((w) & 7)
 
 proctype vflush()
 {
@@ -83,19 +91,27 @@ proctype poster(byte i)
 #ifndef NO_POSTER_FENCE
 		(empty(pbuf[i]));        /* full barrier */
 #endif
-		m = mode;                /* read the mode */
+		m = mode;                /* read the mode word */
 		if
-		:: m == IN_GUEST ->
+		:: MODE(m) == IN_GUEST ->
 			atomic {
 				if
-				:: mode == IN_GUEST -> mode = EXITING; kicked = 1
+#ifndef ANY_GEN
+				:: mode == m -> mode = (m & 24) | EXITING; kicked = 1
+#else
+				:: MODE(mode) == IN_GUEST -> mode = (mode & 24) | EXITING; kicked = 1
+#endif
 				:: else -> skip
 				fi
 			}
-		:: m == BLOCKED ->
+		:: MODE(m) == BLOCKED ->
 			atomic {
 				if
-				:: mode == BLOCKED -> mode = OUTSIDE; m = 255
+#ifndef ANY_GEN
+				:: mode == m -> mode = (m & 24) | OUTSIDE; m = 255
+#else
+				:: MODE(mode) == BLOCKED -> mode = (mode & 24) | OUTSIDE; m = 255
+#endif
 				:: else -> skip
 				fi
 			}
@@ -111,7 +127,7 @@ proctype poster(byte i)
 
 proctype vcpu()
 {
-	byte c = 0;
+	byte c = 0, g = 0;
 	bit found;
 	do
 	:: c < NCYCLES ->
@@ -123,55 +139,55 @@ proctype vcpu()
 		:: /* commit to entry */
 #ifdef RECHECK_BEFORE_MODE
 			found = pending;
-			vbuf!IN_GUEST;
+			g = (g + 1) % 4; vbuf!(g * 8 + IN_GUEST);
 #else
-			vbuf!IN_GUEST;
+			g = (g + 1) % 4; vbuf!(g * 8 + IN_GUEST);
 #ifndef NO_VCPU_FENCE
 			(vfence);
 #endif
 			found = pending;
 #endif
 			if
-			:: found -> vbuf!OUTSIDE  /* cancelled entry */
+			:: found -> vbuf!(g * 8 + OUTSIDE)  /* cancelled entry */
 			:: else ->
 				/* in the guest until kicked */
 				if
 				:: kicked -> kicked = 0
 				:: timeout -> assert(!pending); goto done
 				fi;
-				vbuf!OUTSIDE
+				vbuf!(g * 8 + OUTSIDE)
 			fi
 		:: /* halt: poll, then block */
-			vbuf!POLLING;
+			vbuf!(g * 8 + POLLING);
 			if
-			:: pending -> vbuf!OUTSIDE
+			:: pending -> vbuf!(g * 8 + OUTSIDE)
 			:: else ->
 #ifdef RECHECK_BEFORE_MODE
 				found = pending;
-				vbuf!BLOCKED;
+				vbuf!(g * 8 + BLOCKED);
 				(vfence);
 #else
-				vbuf!BLOCKED;
+				vbuf!(g * 8 + BLOCKED);
 #ifndef NO_VCPU_FENCE
 				(vfence);
 #endif
 				found = pending;
 #endif
 				if
-				:: found -> vbuf!OUTSIDE
+				:: found -> vbuf!(g * 8 + OUTSIDE)
 				:: else ->
 					(vfence);  /* futex_wait reads memory */
 sleep_again:
 					atomic {
 						if
-						:: mode == BLOCKED -> sleeping = 1
+						:: MODE(mode) == BLOCKED -> sleeping = 1
 						:: else -> skip
 						fi
 					}
 					if
 					:: sleeping == 0 ->
 						if
-						:: mode != BLOCKED ->
+						:: MODE(mode) != BLOCKED ->
 							/* woken: a poster moved the
 							 * word to OUTSIDE first, so
 							 * skip the store (fast path) */
@@ -185,14 +201,14 @@ sleep_again:
 						/* deadline: leave by ourselves */
 						sleeping = 0;
 #ifndef BROKEN_IDLE_SKIP
-						atomic { mode = OUTSIDE }  /* exchange */
+						atomic { mode = (mode & 24) | OUTSIDE }  /* CAS */
 #else
 						skip
 #endif
 					:: timeout -> assert(!pending); goto done
 					fi;
 					(vfence);
-					assert(mode != BLOCKED)
+					assert(MODE(mode) != BLOCKED)
 				fi
 			fi
 		fi

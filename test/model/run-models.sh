@@ -14,6 +14,7 @@ status=0
 # model  variant-define  expectation
 cat > "$work/plan" <<'PLAN'
 kick.pml - pass
+kick.pml ANY_GEN pass
 kick.pml NO_POSTER_FENCE fail
 kick.pml NO_VCPU_FENCE fail
 kick.pml RECHECK_BEFORE_MODE fail

@@ -710,8 +710,11 @@ static void test_timer_limits_and_destroyed(void **state)
 	uint64_t dl = 0;
 	(void)state;
 
-	for (unsigned k = 0; k < 10; k++)
-		declare(vm, k, k == K_A ? "a" : "k", 1 + k, 0, count, NULL, 0);
+	for (unsigned k = 0; k < 10; k++) {
+		char name[8];
+		snprintf(name, sizeof(name), "k%u", k);
+		declare(vm, k, k == K_A ? "a" : name, 1 + k, 0, count, NULL, 0);
+	}
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);
 	v = make_vcpu(vm, 0);
 	handled = 0;
