@@ -2,9 +2,8 @@
 /*
  * Reproducers of an adversarial review of the core: the request table and
  * service (lib/request.c, lib/vcpu.c), the mode word and kick (lib/mode.c),
- * the VM's lifetime (lib/vm.c). Each test names the defect it shows and the
- * fix it was written against (/tmp/core-fixes/NN-*.diff of the review's
- * report); each fails on the tree it was written on and passes with that fix.
+ * the VM's lifetime (lib/vm.c). Each test names the defect it shows; each
+ * failed on 291e993 and passes with the fix in 3ce33ab.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +21,7 @@ static void review_post_hook(struct vsched_vcpu *v, unsigned kind);
 #include "common.h"
 
 /* ------------------------------------------------------------------ */
-/* DEFECT 1 (fix 01-kind-name-unique): vsched_request_declare() accepts a
+/* DEFECT 1 (fixed in 3ce33ab): vsched_request_declare() accepts a
  * name that a declared kind already has (or one that equals it in the 31
  * characters it keeps). The name exists for the stats writers, which key
  * every per-kind value by it: two kinds named "x" come out as
@@ -56,7 +55,7 @@ static void test_duplicate_kind_name_refused(void **state)
 }
 
 /* ------------------------------------------------------------------ */
-/* DEFECT 2 (fix 02-vm-destroy-live-waiter): vsched_vm_destroy() frees the
+/* DEFECT 2 (fixed in 3ce33ab): vsched_vm_destroy() frees the
  * VM while a waiter created on it (<vsched/waiter.h>) lives, and returns
  * 0. Nothing in vm.h or waiter.h orders the two destroys, and the waiter
  * keeps using its VM: vsched_waiter_destroy() afterwards frees the waiter
@@ -111,7 +110,7 @@ static void test_vm_destroy_with_live_waiter(void **state)
 }
 
 /* ------------------------------------------------------------------ */
-/* DEFECT 3 (fix 03-kick-decide-stale-retry): a post that read IN_GUEST
+/* DEFECT 3 (fixed in 3ce33ab): a post that read IN_GUEST
  * kicks whatever entry the vCPU is in when its CAS runs. The kick decision
  * (vsched__kick_decide(), lib/mode.c) says "a failed CAS reloads m: retry
  * if only ACK_WAITERS changed, stop if the vCPU left or was kicked", and

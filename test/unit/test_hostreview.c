@@ -2,8 +2,8 @@
 /*
  * Reproducers of the defects an adversarial review of the host adapter
  * (libvsched-kvm), the statistics and the arch profiles found
- * (helper-host, 2026-12-02). Each test names its defect; each fails on the
- * code it was written against and passes with the fix handed over with it.
+ * (2026-12-02). Each test names its defect; each failed on 291e993 and
+ * passes with the fix in 3ce33ab.
  * No /dev/kvm is needed: as in test_kvm.c, the vCPU fd is /dev/null (every
  * KVM ioctl fails with ENOTTY) and kvm_run is plain memory.
  */
@@ -41,7 +41,7 @@ static void count(struct vsched_vcpu *v, unsigned k, struct vsched_payload *p,
  * (every snapshot of a fresh vCPU: about 1 KB against 4 KB) has not been
  * written yet, so a write that fails (a full disk: /dev/full) returns 0 and
  * the snapshot is lost silently. Fix: fflush(f) before the error check
- * (/tmp/host-fixes/01-stats-write-flush.diff).
+ *.
  */
 static void test_stats_write_reports_write_error(void **state)
 {
@@ -94,11 +94,10 @@ static unsigned distinct_keys(const char *s, char keys[][64], unsigned max)
  * the 31 characters it keeps). The JSON object then has the same key
  * twice ({"serviced": {"irq": 3, "irq": 5}}): a JSON reader keeps one of
  * them (Python's json, jq: the last), so a kind's counts are lost, and the
- * text lines of the two kinds cannot be told apart. Fix: the writer keys
- * such a kind `name#K` ('#' is no identifier character)
- * (/tmp/host-fixes/02-stats-kind-keys-unique.diff); or declare refuses a
- * name already declared, after truncation, with VSCHED_EEXIST
- * (02b-request-unique-names-alternative.diff). The test accepts either
+ * text lines of the two kinds cannot be told apart. Fixed in 3ce33ab:
+ * declare refuses a name already declared, after truncation, with
+ * VSCHED_EEXIST (keying such a kind `name#K` in the writers was the other
+ * way). The test accepts either
  * way of making the output unambiguous: the declare refused, or keys that
  * differ.
  */
@@ -164,8 +163,8 @@ static void test_stats_kind_names_unambiguous(void **state)
  * name, crashes vsched_profile_find() (strcmp on NULL) and
  * vsched_profile_declare() (a NULL table) instead of returning
  * VSCHED_EINVAL ("bad input gets a negative errno-style code, never a
- * crash"). Fix: /tmp/host-fixes/03-profile-null-table.diff. Run in a child,
- * which the crash kills.
+ * crash"). Fix: both refuse it (VSCHED_EINVAL), and find skips a kind
+ * without a name. Run in a child, which the crash kills.
  */
 static int profile_child(void)
 {
@@ -255,7 +254,7 @@ static void kfix_down(struct kfix *f)
  * comes back VSCHED_ESTATE from vsched_vcpu_block(), but still counted as a
  * halt. Fix: refuse it with VSCHED_ESTATE, counting nothing, as pre_run and
  * post_run refuse their own out-of-order calls
- * (/tmp/host-fixes/04-kvm-halt-in-run.diff).
+ *.
  */
 static void test_kvm_halt_inside_run_refused(void **state)
 {
@@ -288,7 +287,7 @@ static void test_kvm_halt_inside_run_refused(void **state)
  * vsched_kvm_halt() returns 0 at once (counted as a skipped halt) instead
  * of blocking: a halted vCPU spins through its run loop. The header calls
  * the queue the userspace irqchip's. Fix: refuse it (VSCHED_EINVAL) on
- * such an adapter (/tmp/host-fixes/05-kvm-queue-irq-kernel-irqchip.diff).
+ * such an adapter.
  */
 static void test_kvm_queue_irq_kernel_irqchip_refused(void **state)
 {
@@ -319,7 +318,7 @@ static void test_kvm_queue_irq_kernel_irqchip_refused(void **state)
  * explains as one of vsched's own conditions (VSCHED_ESTATE: "call not
  * valid in the vCPU's current mode") though the vCPU did leave guest mode.
  * Bad input must be refused with VSCHED_EINVAL and change nothing. Fix:
- * /tmp/host-fixes/06-kvm-post-run-bad-ret.diff.
+ * refuse a run_ret outside 0 and -4095..-1, before the entry is closed.
  */
 static void test_kvm_post_run_bad_run_ret(void **state)
 {
@@ -353,7 +352,7 @@ static void test_kvm_post_run_bad_run_ret(void **state)
  * while GCC 12's (CI's build-tsan) expands struct_out's memcpy inline
  * (rep movsq) without instrumenting it and stays silent; the other builds
  * cannot see a race. Fix: single-writer relaxed atomic increments and
- * per-counter relaxed loads (/tmp/host-fixes/07-kvm-stats-atomic.diff).
+ * per-counter relaxed loads.
  */
 struct reader {
 	struct vsched_kvm_vcpu *kv;
@@ -419,7 +418,7 @@ static void test_kvm_read_stats_from_another_thread(void **state)
  * vCPUs) reads freed memory and calls a function pointer from it: a
  * use-after-free, here a crash (the VM's allocator poisons what it frees).
  * Fix: the adapter keeps its own copy of the allocator
- * (/tmp/host-fixes/09-kvm-detach-after-vm-destroy.diff). Run in a child.
+ *. Run in a child.
  */
 static size_t h8_allocs, h8_frees;
 
@@ -498,7 +497,7 @@ static void test_kvm_detach_after_vm_destroy(void **state)
  * itself. The header asks for attach on the vCPU's thread, but nothing
  * checks it. Fix: vsched_kvm_pre_run() records the calling thread before
  * it commits, so the kick goes to the thread that entered
- * (/tmp/host-fixes/10-kvm-kick-entering-thread.diff).
+ *.
  */
 static _Atomic(pthread_t) h9_handled_on;
 static _Atomic bool h9_handled;
@@ -586,7 +585,7 @@ static void test_kvm_kick_signals_the_entering_thread(void **state)
  * and SIGSYS are a debugger's and seccomp's). With attach, the kick then
  * runs the VMM's crash handler. Such a signal is a "bad signal": refuse it
  * with VSCHED_EINVAL and leave its action alone
- * (/tmp/host-fixes/11-kvm-fault-signals.diff).
+ *.
  */
 static void test_kvm_fault_signal_refused(void **state)
 {
