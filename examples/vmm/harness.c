@@ -108,14 +108,20 @@ static bool race_wait(struct vmm *m, unsigned i, uint64_t t0, uint32_t spin0,
 
 /* The kick race: vCPU 0 spins in the guest; posts land at random moments
  * around its KVM_RUN and each must be serviced before the guest has run
- * on for LOST_SPINS iterations. */
-static void kick_race(struct vmm *m, struct result *r)
+ * on for LOST_SPINS iterations. It ends at the run's deadline too (the
+ * watchdog starts after it). */
+static void kick_race(struct vmm *m, struct result *r, uint64_t deadline)
 {
 	uint32_t seed = 12345;
 
 	for (unsigned i = 0; i < m->o.kick_race && !atomic_load(&m->stop); i++) {
 		uint64_t delay, t0, waited;
 		uint32_t spin0, spins;
+
+		if (vmm_now_ns() > deadline) {
+			r->timed_out = true;
+			return;
+		}
 
 		seed = seed * 1103515245u + 12345u;
 		delay = (seed >> 16) % 20000; /* 0..20 us */
@@ -398,7 +404,7 @@ static void run(struct vmm *m, struct result *r)
 	    pthread_create(&storm.thread, NULL, storm_thread, &storm) == 0)
 		storm.started = true;
 	if (m->o.workload & WL_SPIN) {
-		kick_race(m, r);
+		kick_race(m, r, deadline);
 		vmm_stop(m);
 	}
 	watch(m, r, deadline);

@@ -13,7 +13,9 @@
  * exit status: 0 every run passed, 1 one failed, 2 bad usage, 77 the
  * backend asked for is not available here
  */
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,8 +103,45 @@ static const struct option options[] = {
 	{ 0 },
 };
 
+/* The long name of option `opt`, for a message. */
+static const char *opt_name(int opt)
+{
+	for (const struct option *o = options; o->name; o++)
+		if (o->val == opt)
+			return o->name;
+	return "?";
+}
+
+/* `arg`, all of it a decimal number from min to max, into *out; else a
+ * message naming the option, and -1. (strtoul alone takes "2abc" for 2,
+ * "-1" for ULONG_MAX, "010" for 8 with base 0, and the (unsigned) cast
+ * made 4294967298 vCPUs 2.) */
+static int number(int opt, const char *arg, unsigned long min,
+		  unsigned long max, unsigned *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (*arg < '0' || *arg > '9' || *end || errno || v < min || v > max) {
+		fprintf(stderr, "vsched-vmm: --%s %s: not a number from %lu to %lu\n",
+			opt_name(opt), arg, min, max);
+		return -1;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* A value that is none of the option's names: say which. */
+static int unknown(int opt, const char *arg)
+{
+	fprintf(stderr, "vsched-vmm: --%s %s: unknown value\n", opt_name(opt), arg);
+	return -1;
+}
+
 /* Apply option `opt` with argument `arg`: 0, 1 for --help, -1 for a bad
- * one. */
+ * one (with a message on stderr naming it). */
 static int set_option(struct cmdline *cl, int opt, const char *arg)
 {
 	struct vmm_options *o = &cl->o;
@@ -120,42 +159,39 @@ static int set_option(struct cmdline *cl, int opt, const char *arg)
 		break;
 	case 'w':
 		if ((v = pick(arg, report_workloads, NWORKLOADS)) < 0)
-			return -1;
+			return unknown(opt, arg);
 		o->workload = report_workload_bits[v];
 		break;
 	case 'n':
-		o->vcpus = (unsigned)strtoul(arg, NULL, 0);
-		break;
+		return number(opt, arg, 1, G_MAX_VCPUS, &o->vcpus);
 	case 'N':
-		o->iterations = (unsigned)strtoul(arg, NULL, 0);
-		break;
+		return number(opt, arg, 1, G_MAX_ITERS, &o->iterations);
 	case 'p':
 		/* One this VMM was built to know (plan[] is sized by it). */
 		if ((v = vsched_poll_policy_parse(arg)) < 0 ||
 		    v >= VSCHED_POLL_NPOLICIES)
-			return -1;
+			return unknown(opt, arg);
 		o->poll_policy = (unsigned)v;
 		cl->poll_given = true;
 		break;
 	case 'c':
 		if ((v = vsched_cancel_policy_parse(arg)) < 0)
-			return -1;
+			return unknown(opt, arg);
 		o->timer_cancel = (unsigned)v;
 		break;
 	case 'o':
 		if (strcmp(arg, "naive") && strcmp(arg, "validated"))
-			return -1;
+			return unknown(opt, arg);
 		o->naive_order = strcmp(arg, "naive") == 0;
 		break;
 	case 's':
-		o->storm_us = (unsigned)strtoul(arg, NULL, 0);
-		break;
+		/* At most 1 s: the run waits out the storm's last sleep. */
+		return number(opt, arg, 0, 1000000, &o->storm_us);
 	case 't':
-		o->kick_race = (unsigned)strtoul(arg, NULL, 0);
-		break;
+		/* At least one try: 0 would pass a race never run. */
+		return number(opt, arg, 1, UINT_MAX, &o->kick_race);
 	case 'T':
-		o->timeout_s = (unsigned)strtoul(arg, NULL, 0);
-		break;
+		return number(opt, arg, 1, UINT_MAX, &o->timeout_s);
 	case 'j':
 		o->json = true;
 		break;
@@ -181,12 +217,24 @@ static int parse_options(int argc, char **argv, struct cmdline *cl)
 		if (rc)
 			return rc;
 	}
-	if (optind != argc || o->vcpus < 1 || o->vcpus > G_MAX_VCPUS ||
-	    o->iterations < 1 || o->iterations > G_MAX_ITERS || !o->timeout_s ||
-	    (strcmp(cl->irqchip, "user") && strcmp(cl->irqchip, "kernel") &&
-	     strcmp(cl->irqchip, "both")) ||
-	    (o->governor && strcmp(cl->irqchip, "user") == 0))
+	if (optind != argc) {
+		fprintf(stderr, "vsched-vmm: %s: not an option\n", argv[optind]);
 		return -1;
+	}
+	if (strcmp(cl->irqchip, "user") && strcmp(cl->irqchip, "kernel") &&
+	    strcmp(cl->irqchip, "both"))
+		return unknown('i', cl->irqchip);
+	if (o->governor && strcmp(cl->irqchip, "user") == 0) {
+		fprintf(stderr, "vsched-vmm: --governor steers KVM's in-kernel "
+				"irqchip: --irqchip kernel or both\n");
+		return -1;
+	}
+	/* Ping-pong pairs vCPUs: with one there is nothing to run or check. */
+	if (o->workload == WL_PING && o->vcpus < 2) {
+		fprintf(stderr, "vsched-vmm: the pingpong workload needs 2 vCPUs "
+				"or more\n");
+		return -1;
+	}
 	return 0;
 }
 
@@ -231,7 +279,7 @@ static int choose_backend(struct cmdline *cl, const struct backend **be)
 			return 2;
 		}
 	} else {
-		return -1;
+		return unknown('b', o->backend);
 	}
 	return 0;
 }
