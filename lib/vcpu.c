@@ -107,10 +107,10 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 	} while (!atomic_compare_exchange_weak_explicit(
 		&v->mode, &m, vsched__mode_with(m, VSCHED_MODE_DESTROYED),
 		memory_order_seq_cst, memory_order_relaxed));
-	/* From here posts fail with ESHUTDOWN; a post that passed its check
+	/* From here posts fail with VSCHED_EDESTROYED; a post that passed its check
 	 * just before may still queue a payload: vsched_vm_destroy() drains
 	 * those. */
-	/* Inline posts take the slow path, which says ESHUTDOWN. */
+	/* Inline posts take the slow path, which says VSCHED_EDESTROYED. */
 	for (unsigned k = 0; k < VSCHED_MAX_KINDS; k++)
 		atomic_store_explicit(&v->post_rank[k], -1, memory_order_relaxed);
 	vsched__timers_unlink(v);

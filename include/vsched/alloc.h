@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /**
  * @file alloc.h
- * @brief Allocator hook. vsched allocates only at setup time (VM and vCPU
- * creation); the post, service, entry and block paths never allocate.
+ * @brief Allocator hook. vsched allocates when objects are created (VM,
+ * vCPU, waiter, timer, timer service), when a poll policy is set and when
+ * an fd is added; the post, service, entry, kick and block paths never
+ * allocate.
  */
 #ifndef VSCHED_ALLOC_H
 #define VSCHED_ALLOC_H
@@ -30,7 +32,7 @@ struct vsched_allocator {
 };
 
 /**
- * The default allocator: jemalloc's mallocx/sdallocx when vsched was built
+ * The default allocator: jemalloc's mallocx/dallocx when vsched was built
  * with VSCHED_WITH_JEMALLOC, otherwise posix_memalign/free.
  * Context: any thread.
  */

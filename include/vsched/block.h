@@ -224,6 +224,11 @@ VSCHED_API int vsched_vcpu_block(struct vsched_vcpu *vcpu,
  * Make a vCPU notice an event that its has_event callback now reports:
  * kick it out of the guest, or wake it if it sleeps. Call it after making
  * the event visible; it issues the full barrier that pairs with the block's.
+ * It pairs with the block's re-check only: vsched_vcpu_enter() re-checks
+ * requests, not has_event, so an event raised while the vCPU is about to
+ * enter is seen at its next exit. An event that must be seen before the
+ * next entry is posted as a request (or the hypervisor looks at it again
+ * after vsched_vcpu_enter() returned 0, and exits).
  * @return 0, VSCHED_EINVAL or VSCHED_EDESTROYED. States: any but DESTROYED.
  * Context: any thread.
  */

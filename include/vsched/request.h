@@ -40,12 +40,18 @@ struct vsched_vcpu;
 
 /** Request flags (struct vsched_request_desc::flags). */
 enum vsched_request_flags {
-	/** Kick a vCPU that is in the guest, but do not wake a blocked one. */
+	/** Kick a vCPU that is in the guest, but do not wake a blocked one:
+	 * a vCPU asleep in vsched_vcpu_block() sees it at its next wakeup.
+	 * One that polls, or blocks while it is pending, returns
+	 * VSCHED_WAKE_REQUEST as for any request. */
 	VSCHED_REQ_NO_WAKEUP = 1u << 0,
 	/**
 	 * The poster returns only once every target has acknowledged: it has
 	 * left guest mode since the post (and so will service the request
-	 * before it runs guest code again), or was not in guest mode.
+	 * before it runs guest code again), or was not in guest mode. A
+	 * vCPU's own thread posting one to itself between its
+	 * vsched_vcpu_enter() and vsched_vcpu_exit() waits for itself and
+	 * never returns: post it after the exit (from a handler, say).
 	 */
 	VSCHED_REQ_WAIT = 1u << 1,
 	/**
@@ -140,8 +146,12 @@ VSCHED_API int vsched_request_finalize(struct vsched_vm *vm, unsigned flags);
  * @param vm     the VM.
  * @param kind   receives the kind whose handler is at fault (may be NULL).
  * @param raised receives the kind it may raise (may be NULL).
- * @return the error that finalize returned, 0 if it succeeded or was never
- * called, or VSCHED_EINVAL for a NULL vm. Context: any thread.
+ * @return the error of the last vsched_request_finalize() that checked the
+ * table (VSCHED_ECYCLE, VSCHED_EORDER, VSCHED_ERANGE, VSCHED_EINVAL for
+ * unknown flags), 0 once one succeeded or if none was called (a call
+ * refused with VSCHED_EFINAL is not recorded), or VSCHED_EINVAL for a NULL
+ * vm. `kind` and `raised` mean something only with a non-zero return.
+ * Context: any thread.
  */
 VSCHED_API int vsched_request_table_error(const struct vsched_vm *vm,
 					  unsigned *kind, unsigned *raised);
@@ -158,6 +168,8 @@ VSCHED_API const char *vsched_request_name(const struct vsched_vm *vm,
  * callback), BLOCKED is woken (unless VSCHED_REQ_NO_WAKEUP), POLLING and
  * OUTSIDE_GUEST need nothing. With VSCHED_REQ_WAIT it then waits for the
  * acknowledgement. Posting a kind that is already pending coalesces with it.
+ * A kind that a timer of the vCPU posts (<vsched/timer.h>) is serviced as
+ * that timer's expiry: its cancellation policy may drop the post.
  * @return 0; VSCHED_EINVAL (NULL vcpu, or a payload kind: use
  * vsched_post_payload()); VSCHED_ERANGE (kind not declared);
  * VSCHED_EDESTROYED (vCPU destroyed: nothing was posted).
@@ -206,8 +218,10 @@ VSCHED_API int vsched_service(struct vsched_vcpu *vcpu);
  * @param kind  the request kind (not a payload kind).
  * @return the number of vCPUs posted to (destroyed ones are skipped),
  * VSCHED_EINVAL (NULL vm, payload kind) or VSCHED_ERANGE.
- * Context: any thread. A vCPU thread may include itself: it is outside guest
- * mode, so it acknowledges at once.
+ * Context: any thread. A vCPU thread may include itself outside guest mode
+ * (after its vsched_vcpu_exit(), e.g. from a handler): it acknowledges at
+ * once. Between its vsched_vcpu_enter() and vsched_vcpu_exit() a WAIT
+ * broadcast that includes itself never returns.
  */
 VSCHED_API int vsched_broadcast(struct vsched_vm *vm, const uint64_t *set,
 				unsigned nbits, unsigned kind);

@@ -122,7 +122,11 @@ struct vsched_timer_desc {
 	const char *name;
 	/** enum vsched_timer_semantics. */
 	unsigned semantics;
-	/** The request kind posted at expiry (declared, not PAYLOAD). */
+	/** The request kind posted at expiry (declared, not PAYLOAD). The
+	 * kind is the timer's on this vCPU: a vsched_post() of it is
+	 * serviced as an expiry, so the CANCEL and ADAPTIVE policies drop it
+	 * unless the timer has expired. Give other posts a kind of their
+	 * own. */
 	unsigned kind;
 	/** enum vsched_timer_cancel. */
 	unsigned cancel;

@@ -7,8 +7,11 @@
  * @code
  *   for (;;) {
  *       vsched_service(vcpu);                 // handle pending requests
- *       if (vsched_vcpu_enter(vcpu) != 0)     // commit: IN_GUEST, fence, re-check
+ *       int rc = vsched_vcpu_enter(vcpu);     // commit: IN_GUEST, fence, re-check
+ *       if (rc == VSCHED_ENTRY_CANCELLED)
  *           continue;                         // a request arrived: cancelled
+ *       if (rc < 0)
+ *           break;                            // destroyed (or misuse): stop
  *       run_guest();                          // until an exit or a kick
  *       vsched_vcpu_exit(vcpu);               // back to OUTSIDE_GUEST
  *       if (guest_halted)
