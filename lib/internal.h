@@ -377,7 +377,8 @@ int8_t vsched__post_rank_of(const struct vsched__table *t, unsigned kind);
 /* Hand every queued payload of the vCPU to the payload_drop callback. */
 void vsched__drain_payloads(struct vsched_vcpu *v);
 
-/* The arch timebase's frequency in Hz (lib/timebase.c). */
+/* The arch timebase's frequency in Hz (lib/timebase.c). Not built into the
+ * library, which needs none: test_arch builds it to check the backends. */
 uint64_t vsched__timebase_freq(void);
 
 /* liburcu is not built with ThreadSanitizer: annotate its hand-offs. */

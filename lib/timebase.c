@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The arch timebase's frequency: the architecture's own figure where it has
  * one (arm64 CNTFRQ, power's device tree), else calibrated once against
- * CLOCK_MONOTONIC (x86's TSC, or an emulator that does not report one). */
+ * CLOCK_MONOTONIC (x86's TSC, or an emulator that does not report one).
+ * Not part of libvsched, which converts no timebase: test_arch builds it
+ * to check each backend's timebase. */
 #include <stdatomic.h>
 #include <time.h>
 

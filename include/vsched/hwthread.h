@@ -35,9 +35,12 @@ enum vsched_hwthread_state {
 struct vsched_hwthread {
 	/** enum vsched_hwthread_state; read it with vsched_hwthread_state(). */
 	uint32_t state;
-	/** Wakeups that found IN_KERNEL already and skipped store + barrier. */
+	/** Wakeups that found IN_KERNEL already and skipped store + barrier.
+	 * Written by the thread itself (relaxed atomic stores): another
+	 * thread reads it with __atomic_load_n(..., __ATOMIC_RELAXED). */
 	uint64_t skips;
-	/** Wakeups that stored IN_KERNEL and paid the barrier. */
+	/** Wakeups that stored IN_KERNEL and paid the barrier (read as
+	 * `skips`). */
 	uint64_t stores;
 };
 

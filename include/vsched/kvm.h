@@ -255,7 +255,7 @@ VSCHED_API int vsched_kvm_halt(struct vsched_kvm_vcpu *kv, uint64_t deadline_ns)
 VSCHED_API int vsched_kvm_read_stats(const struct vsched_kvm_vcpu *kv,
 				     struct vsched_kvm_stats *out);
 
-/** The attached vsched vCPU (NULL for NULL). @return the vCPU.
+/** The attached vsched vCPU. @return the vCPU, NULL for NULL.
  * Context: any thread. */
 VSCHED_API struct vsched_vcpu *vsched_kvm_vcpu(const struct vsched_kvm_vcpu *kv);
 

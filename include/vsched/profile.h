@@ -54,8 +54,9 @@ struct vsched_profile {
 };
 
 /**
- * The profile of `arch` ("x86_64", "aarch64", ...: doc/porting.md), or of
- * the arch vsched was built for when NULL. @return the profile, or NULL if unknown.
+ * The profile of `arch` ("x86_64", "aarch64", ...: doc/porting.md), or, for
+ * NULL, of the arch vsched was built for (x86_64's where that arch has
+ * none: the generic backend). @return the profile, or NULL if unknown.
  * Any thread.
  */
 VSCHED_API const struct vsched_profile *vsched_profile_get(const char *arch);

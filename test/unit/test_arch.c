@@ -62,14 +62,14 @@ static void test_relax_and_wait_return(void **state)
 		vsched__mb_after_rmw();
 	}
 	vsched__relax(); /* restores the hardware-thread priority on power */
-	/* A changed value returns at once; an unchanged one within a bound
-	 * (event stream, umwait deadline, or a plain relax). */
-	uint64_t t0 = mono();
+	/* A changed value returns at once; an unchanged one returns too
+	 * (event stream, umwait deadline, or a plain relax): the loop ending
+	 * is the check (a wait that never returns fails by ctest's timeout;
+	 * no bound on its time, which would measure this machine). */
 	for (int i = 0; i < 100; i++) {
 		vsched__wait_event((const void *)&word, 8);
 		vsched__wait_event((const void *)&word, 7);
 	}
-	assert_true(mono() - t0 < 1000000000ull);
 }
 
 static void test_profiles_validate(void **state)

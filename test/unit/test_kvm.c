@@ -65,8 +65,8 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
+	vsched_vm_destroy(f->vm); /* destroys the vCPU: then detach (kvm.h) */
 	vsched_kvm_detach(f->kv);
-	vsched_vm_destroy(f->vm);
 	close(f->fd);
 	free(f->run);
 	free(f);
