@@ -150,14 +150,15 @@ double gap_u01(uint64_t *s);
  * after its wait. A block no longer than the window changes nothing; one
  * longer than max_ns shrinks it (divide by `shrink`, 0: reset to 0); one
  * shorter than max_ns grows it while below max_ns (0 -> 4 us, else x grow,
- * 0 meaning 2), capped at max_ns. QEMU's defaults: max 32 us, grow 0,
- * shrink 0.
+ * 0 meaning 2), capped at max_ns. QEMU's defaults: max 32768 ns (an
+ * IOThread's poll-max-ns, IOTHREAD_POLL_MAX_NS_DEFAULT in QEMU's
+ * iothread.h: 4 -> 8 -> 16 -> 32 -> 32.768 us), grow 0, shrink 0.
  */
 struct qemu_poll {
 	uint64_t ns, max_ns;
 	unsigned grow, shrink;
 };
-#define QEMU_POLL_MAX_NS 32000
+#define QEMU_POLL_MAX_NS 32768
 #define QEMU_POLL_START_NS 4000
 static inline void qemu_poll_adjust(struct qemu_poll *q, uint64_t block_ns)
 {

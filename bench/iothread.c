@@ -13,16 +13,20 @@
  *   ring has work", needs-kick in its before_sleep/after_sleep hooks, the
  *   eventfd as a doorbell wake source (vsched_waiter_fd_add() with
  *   VSCHED_FD_DOORBELL: never checked while polling, consumed inside the
- *   library, edge-triggered, with no read); the VM's default policy.
+ *   library, edge-triggered, with no read); the waiter profile
+ *   of the adaptive policy (vsched_poll_defaults_waiter()).
  * - vsched-knob: the same with its own adaptive policy: poll cap 32 us
- *   (QEMU's) unless --io-poll-max-us, latency weight --io-latency-weight.
+ *   (QEMU's 32.768 us, in whole us) unless --io-poll-max-us, latency
+ *   weight --io-latency-weight.
  * - qemu: QEMU's AioContext loop re-implemented (util/aio-posix.c
  *   aio_poll()): poll the ring for the window, reading the clock after each
  *   look and without a pause; otherwise notification on, the last look, and
  *   epoll_wait (timeout 0 when that look found work, as QEMU's wait with a
- *   zero timeout); read the eventfd when it was ready; then learn block_ns,
- *   the whole call, with adjust_polling_time()'s rules (bench.h qemu_poll:
- *   poll-max-ns 32 us, grow x2 from 4 us, shrink to 0). QEMU's removal of
+ *   zero timeout); then learn block_ns, from before the poll to the wait's
+ *   return (QEMU reads it before dispatching, so the eventfd's read, done
+ *   when it was ready, is not in it), with adjust_polling_time()'s rules
+ *   (bench.h qemu_poll: poll-max-ns 32.768 us, grow x2 from 4 us, shrink
+ *   to 0). QEMU's removal of
  *   handlers idle for 7 s never triggers at these gaps and is left out.
  * - epoll: a plain epoll loop, no polling (the incumbent's poll-max-ns=0
  *   without QEMU's extra wait(0)).
@@ -227,15 +231,19 @@ static void qemu_wait(struct io *io, int ep, struct qemu_poll *q, uint64_t *won)
 					break;
 			}
 		}
+		uint64_t end;
 		if (!progress) { /* poll_set_started(false), then the wait */
 			arm(io);
 			progress = io_cond(io);
 			int n = epoll_wait(ep, &ev, 1, progress ? 0 : -1);
+			disarm(io);
+			end = now_ns(); /* block_ns ends before the dispatch */
 			if (n > 0)
 				drain(io->efd); /* event_notifier_test_and_clear() */
-			disarm(io);
+		} else {
+			end = now_ns();
 		}
-		qemu_poll_adjust(q, now_ns() - start);
+		qemu_poll_adjust(q, end - start);
 	}
 }
 
