@@ -201,7 +201,7 @@ static struct fs_res fs_run(int c, long n)
 			fdsleep_epoll_wait(ep, &r);
 		atomic_store_explicit(&r.used, (uint64_t)i + 1, memory_order_release);
 	}
-	uint64_t cpu1 = thread_cpu_ns(), sys1 = syscalls_now(), cs1 = thread_nvcsw();
+	uint64_t sys1 = syscalls_now(), cpu1 = thread_cpu_ns(), cs1 = thread_nvcsw();
 	pthread_join(th, NULL);
 	res.cpu = (double)(cpu1 - cpu0) / (double)n;
 	res.sys = (double)(sys1 - sys0) / (double)n;

@@ -355,7 +355,7 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 		lat[i] = t > tp ? t - tp : 0;
 		atomic_store_explicit(&io.used, i + 1, memory_order_release);
 	}
-	uint64_t cpu1 = thread_cpu_ns(), sys1 = syscalls_now(), cs1 = thread_nvcsw();
+	uint64_t sys1 = syscalls_now(), cpu1 = thread_cpu_ns(), cs1 = thread_nvcsw();
 	r.wall = now_ns() - t0;
 	pthread_join(th, NULL);
 	n = atomic_load_explicit(&io.n_final, memory_order_relaxed);

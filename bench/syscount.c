@@ -5,7 +5,11 @@
  * linker binds libvsched's calls to these too (a symbol that a linked
  * shared library references is exported from the executable), so vsched's
  * own epoll_pwait, timerfd_settime, eventfd read/write and futex (through
- * syscall()) are counted as the baselines' are. Each counts, then calls
+ * syscall()) are counted as the baselines' are, and so are its
+ * sched_yield() and its reads of a CPU-time clock (clock_gettime of
+ * CLOCK_THREAD_CPUTIME_ID and the like, which the vDSO never serves: the
+ * engine times sampled sleeps with three of them; CLOCK_MONOTONIC reads
+ * stay in the vDSO and are not counted). Each counts, then calls
  * the next definition (dlsym RTLD_NEXT: libc's, or a sanitizer runtime's
  * interceptor, which then calls libc's), about a nanosecond more.
  */
@@ -55,6 +59,8 @@ typedef ssize_t (*read_fn)(int, void *, size_t);
 typedef ssize_t (*write_fn)(int, const void *, size_t);
 typedef int (*timerfd_settime_fn)(int, int, const struct itimerspec *, struct itimerspec *);
 typedef int (*clock_nanosleep_fn)(clockid_t, int, const struct timespec *, struct timespec *);
+typedef int (*clock_gettime_fn)(clockid_t, struct timespec *);
+typedef int (*sched_yield_fn)(void);
 
 /* syscall() itself (the library's futex calls go through it): six
  * arguments passed on, as libc's reads them. */
@@ -115,4 +121,23 @@ int clock_nanosleep(clockid_t clock, int flags, const struct timespec *req,
 	NEXT(clock_nanosleep);
 	nsys++;
 	return next_clock_nanosleep(clock, flags, req, rem);
+}
+
+/* A clock the kernel reads in a syscall: the CPU-time ones (process,
+ * thread, and the negative ids of clock_getcpuclockid() and
+ * pthread_getcpuclockid()); the vDSO serves the others. */
+int clock_gettime(clockid_t clock, struct timespec *ts)
+{
+	NEXT(clock_gettime);
+	if (clock == CLOCK_PROCESS_CPUTIME_ID || clock == CLOCK_THREAD_CPUTIME_ID ||
+	    clock < 0)
+		nsys++;
+	return next_clock_gettime(clock, ts);
+}
+
+int sched_yield(void)
+{
+	NEXT(sched_yield);
+	nsys++;
+	return next_sched_yield();
 }

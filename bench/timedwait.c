@@ -125,8 +125,8 @@ static struct tw run_block(struct ctx *x, int pair, int impl, uint64_t to, int n
 		uint64_t t = now_ns();
 		late[i] = t > dl ? t - dl : 0;
 	}
+	r.sys = (double)(syscalls_now() - sys0) / n; /* before the clock read */
 	r.cpu = (double)(thread_cpu_ns() - cpu0) / n;
-	r.sys = (double)(syscalls_now() - sys0) / n;
 	qsort(late, (size_t)n, sizeof(*late), cmp_u64);
 	r.med = (double)late[n / 2];
 	r.p99 = (double)late[(size_t)n * 99 / 100];
