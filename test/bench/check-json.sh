@@ -2,9 +2,13 @@
 # vsched-bench --json: every line is one object with every field of the
 # documented shape (bench, metric, unit, value, baseline, baseline_value,
 # ratio, runs, min, max). Checks the shape on a tiny run, never the speed:
-# `all`, then iothread and timedwait (not in `all`). The iothread and
-# timedwait lines: every family x consumer x metric and every timeout x
-# pair x metric is there.
+# `all`, then iothread, timedwait and fdsleep (not in `all`). The iothread
+# and timedwait lines: every family x consumer x metric and every timeout x
+# pair x metric is there; fdsleep's four metrics. With one run a line's
+# ratio is its value over its baseline_value (a ratio that is not, say one
+# taken against another baseline or another run, fails; an identity of
+# the printed numbers, not a speed): checked where both are at least 1,
+# within 2% for the rounding of the printed figures.
 # usage: check-json.sh VSCHED_BENCH
 set -eu
 out=$(mktemp)
@@ -13,9 +17,14 @@ trap 'rm -f "$out"' EXIT
 # the benchmarks not in `all`, smoke runs of their own
 "$1" --quick --json --runs 1 iothread >> "$out"
 "$1" --quick --json --runs 1 timedwait >> "$out"
+"$1" --quick --json --runs 1 --fd-msgs 50 fdsleep >> "$out"
 lines=$(wc -l < "$out")
 [ "$lines" -gt 20 ] || { echo "FAIL: only $lines objects"; exit 1; }
 awk '
+function num(k,   i) {
+	i = index($0, "\"" k "\": ")
+	return i ? substr($0, i + length(k) + 4) + 0 : -1
+}
 {
 	n++
 	if ($0 !~ /^\{.*\}$/) { print "FAIL: not an object: " $0; bad = 1 }
@@ -27,12 +36,21 @@ awk '
 		if ($0 !~ ("\"" k[i] "\": -?[0-9][0-9.e+-]*")) { print "FAIL: " k[i] " missing in " $0; bad = 1 }
 	b[$0 ~ /"bench": "[a-z]+"/ ? substr($0, index($0, "\"bench\": \"") + 10, 8) : "?"]++
 	if ($0 ~ /"ratio": (inf|nan)/ || $0 ~ /"value": (inf|nan|-nan)/) { print "FAIL: not a number: " $0; bad = 1 }
+	v = num("value"); bv = num("baseline_value"); r = num("ratio")
+	if (num("runs") == 1 && v >= 1 && bv >= 1) {
+		q = v / bv; d = r - q
+		if ((d < 0 ? -d : d) > 0.02 * (q > r ? q : r) + 0.002) {
+			print "FAIL: ratio " r " is not value / baseline_value (" q "): " $0; bad = 1
+		}
+		nr++
+	}
 }
 END {
 	if (bad) exit 1
-	printf "%d objects, all with the ten fields\n", n
+	if (nr < 100) { print "FAIL: only " nr " ratios checked against value / baseline_value"; exit 1 }
+	printf "%d objects, all with the ten fields; %d ratios are value / baseline_value\n", n, nr
 }' "$out"
-for bench in request wakeup pmi idle hook scale waiter timer policy iothread timedwait; do
+for bench in request wakeup pmi idle hook scale waiter timer policy iothread timedwait fdsleep; do
 	grep -q "\"bench\": \"$bench\"" "$out" || { echo "FAIL: no $bench objects"; exit 1; }
 done
 # every iothread family for each consumer, every timedwait timeout per pair
@@ -53,6 +71,10 @@ for pair in fd nofd; do
 				{ echo "FAIL: no timedwait $pair/${to}us/$m"; exit 1; }
 		done
 	done
+done
+for m in consumer_cpu_per_msg consumer_syscalls_per_msg consumer_sleeps_per_msg kicks_per_msg; do
+	grep -q "\"bench\": \"fdsleep\", \"metric\": \"$m\", .*\"baseline\": \"epoll\"" "$out" ||
+		{ echo "FAIL: no fdsleep $m against epoll"; exit 1; }
 done
 # the policy replay's waiter-style traces are judged against qemu
 grep -q '"metric": "io-exp-50us/adaptive/mean_latency".*"baseline": "qemu"' "$out" ||
