@@ -255,8 +255,9 @@ struct vsched_poll_state {
 VSCHED_API int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
 				    struct vsched_poll_params *out);
 
-/** The window of QEMU's AioContext polling by default (poll-max-ns). */
-#define VSCHED_POLL_WAITER_MAX_NS 32000
+/** The window of QEMU's AioContext polling by default (an IOThread's
+ * poll-max-ns, IOTHREAD_POLL_MAX_NS_DEFAULT: 32768 ns). */
+#define VSCHED_POLL_WAITER_MAX_NS 32768
 
 /**
  * Default parameters for a waiter (an I/O thread): `policy` with the cap
