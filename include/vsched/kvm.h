@@ -137,7 +137,10 @@ VSCHED_API int vsched_kvm_signal_install(int signo);
  * Attach a vsched vCPU to KVM vCPU `vcpu_fd` and its mapping `run`.
  * The kick signals the thread that last called vsched_kvm_pre_run() (the
  * one in KVM_RUN), the attaching thread until then: attach may run on a
- * setup thread. The adapter is allocated with the VM's allocator.
+ * setup thread. It signals it by kernel thread id (tgkill): a kick that
+ * comes late, after that thread ended, fails with nothing signalled, so a
+ * thread that ran the vCPU may be joined while the vCPU lives on. The
+ * adapter is allocated with the VM's allocator.
  * @return 0, VSCHED_EINVAL (NULL, bad size, bad signal: as
  * vsched_kvm_signal_install()), VSCHED_ENOHANDLER
  * (the signal has no handler) or VSCHED_ENOMEM.

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <vsched/alloc.h>
 #include <vsched/block.h>
@@ -33,8 +35,12 @@ struct vsched_kvm_vcpu {
 	bool kernel_irqchip;
 	/* The thread to signal: the one that entered last (pre_run), the
 	 * attaching one before. Stored by the vCPU thread before its commit
-	 * publishes IN_GUEST, loaded by a kicker that saw IN_GUEST. */
-	pthread_t thread;
+	 * publishes IN_GUEST, loaded by a kicker that saw IN_GUEST. Its
+	 * kernel thread id, not its pthread_t: a kick sent late, after that
+	 * thread ended and was joined, gets ESRCH, where glibc hands the
+	 * pthread_t of a joined thread to the next thread created. */
+	pid_t tid;
+	pid_t pid;
 	/* Queued vectors (an IRR): vCPU thread only. */
 	uint64_t irr[4];
 	/* An NMI was queued since the last entry (ends a halt). */
@@ -56,6 +62,17 @@ static void count(uint64_t *c)
 {
 	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1,
 			 __ATOMIC_RELAXED);
+}
+
+/* The calling thread's kernel id, cached per thread: pre_run runs at
+ * every entry, and gettid is a syscall. */
+static pid_t self_tid(void)
+{
+	static __thread pid_t tid;
+
+	if (!tid)
+		tid = (pid_t)syscall(SYS_gettid);
+	return tid;
 }
 
 static void kick_handler(int sig)
@@ -143,7 +160,8 @@ int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
 	kv->fd = vcpu_fd;
 	kv->signo = signo;
 	kv->kernel_irqchip = c.kernel_irqchip;
-	kv->thread = pthread_self();
+	kv->tid = self_tid();
+	kv->pid = getpid();
 	kv->st.size = sizeof(kv->st);
 	*out = kv;
 	return 0;
@@ -171,7 +189,8 @@ int vsched_kvm_kick(struct vsched_kvm_vcpu *kv)
 	 * published IN_GUEST, which we observed, so this store is the later
 	 * one. */
 	__atomic_store_n(&kv->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
-	pthread_kill(__atomic_load_n(&kv->thread, __ATOMIC_RELAXED), kv->signo);
+	syscall(SYS_tgkill, kv->pid, __atomic_load_n(&kv->tid, __ATOMIC_RELAXED),
+		kv->signo);
 	return 0;
 }
 
@@ -282,7 +301,7 @@ int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv)
 	__atomic_store_n(&kv->run->immediate_exit, 0, __ATOMIC_RELAXED);
 	/* The kick signals the thread that runs KVM_RUN, whichever attached:
 	 * stored before the commit, as immediate_exit is. */
-	__atomic_store_n(&kv->thread, pthread_self(), __ATOMIC_RELAXED);
+	__atomic_store_n(&kv->tid, self_tid(), __ATOMIC_RELAXED);
 	rc = vsched_vcpu_enter(kv->vcpu);
 	if (rc == VSCHED_ENTRY_CANCELLED)
 		return VSCHED_KVM_CANCELLED;

@@ -37,6 +37,10 @@
  * fence, sees the post's bit. -DANY_GEN is the earlier rule (retry on any
  * IN_GUEST or BLOCKED word: spurious kicks, still correct; must pass).
  *
+ * -DREACH_STOP_NEWGEN and -DREACH_STOP_REARM assert that a post's CAS
+ * never fails on the vCPU's next entry or next sleep: each must fail,
+ * which shows the model reaches the two cases where a post stops.
+ *
  * Broken variants (each must fail): -DNO_POSTER_FENCE, -DNO_VCPU_FENCE,
  * -DRECHECK_BEFORE_MODE, -DBROKEN_IDLE_SKIP (skip the store on every way
  * back).
@@ -98,6 +102,9 @@ proctype poster(byte i)
 				if
 #ifndef ANY_GEN
 				:: mode == m -> mode = (m & 24) | EXITING; kicked = 1
+#ifdef REACH_STOP_NEWGEN
+				:: mode != m && MODE(mode) == IN_GUEST -> assert(false)
+#endif
 #else
 				:: MODE(mode) == IN_GUEST -> mode = (mode & 24) | EXITING; kicked = 1
 #endif
@@ -109,6 +116,9 @@ proctype poster(byte i)
 				if
 #ifndef ANY_GEN
 				:: mode == m -> mode = (m & 24) | OUTSIDE; m = 255
+#ifdef REACH_STOP_REARM
+				:: mode != m && MODE(mode) == BLOCKED -> assert(false)
+#endif
 #else
 				:: MODE(mode) == BLOCKED -> mode = (mode & 24) | OUTSIDE; m = 255
 #endif

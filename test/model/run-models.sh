@@ -19,9 +19,12 @@ kick.pml NO_POSTER_FENCE fail
 kick.pml NO_VCPU_FENCE fail
 kick.pml RECHECK_BEFORE_MODE fail
 kick.pml BROKEN_IDLE_SKIP fail
+kick.pml REACH_STOP_NEWGEN fail
+kick.pml REACH_STOP_REARM fail
 wait.pml - pass
 wait.pml ACK_ON_EXITING fail
 wait.pml NO_GEN fail
+wait.pml REACH_LOST_TO_KICKER fail
 timer.pml - pass
 timer.pml REARM_LOAD_STORE fail
 timer.pml FIRE_NO_CAS fail

@@ -15,6 +15,12 @@
  * that it entered before the post (any later entry re-checked the bit). And
  * nobody waits forever (no invalid end state).
  *
+ * A second poster (`kicker`, a plain post or vsched_vcpu_kick()) kicks
+ * whatever entry it finds, so the WAIT poster's own CAS can fail on
+ * EXITING of its generation and stop (vsched__kick_decide()): it must
+ * still wait for the exit. -DREACH_LOST_TO_KICKER asserts that never
+ * happens and must fail (the model reaches it).
+ *
  * Broken variants (each must fail):
  *   -DACK_ON_EXITING  count EXITING_GUEST as acknowledged
  *   -DNO_GEN          ignore the generation: wait for a mode outside guest
@@ -81,6 +87,9 @@ proctype poster()
 		atomic {
 			if
 			:: mode == IN_GUEST && gen == g -> mode = EXITING; kicked = 1
+#ifdef REACH_LOST_TO_KICKER
+			:: mode == EXITING && gen == g -> assert(false)
+#endif
 			:: else -> skip
 			fi
 		}
@@ -101,7 +110,21 @@ proctype poster()
 	assert(!(running && entered_before))
 }
 
+proctype kicker()
+{
+	/* another poster (or vsched_vcpu_kick()): kicks whatever entry it
+	 * finds, so the WAIT poster's own CAS may fail on EXITING */
+	byte g2;
+end_k:	atomic { (mode == IN_GUEST) -> g2 = gen };
+	atomic {
+		if
+		:: mode == IN_GUEST && gen == g2 -> mode = EXITING; kicked = 1
+		:: else -> skip
+		fi
+	}
+}
+
 init
 {
-	atomic { run vcpu(); run poster() }
+	atomic { run vcpu(); run poster(); run kicker() }
 }
