@@ -230,9 +230,9 @@ static int parse_options(int argc, char **argv, struct cmdline *cl)
 		return -1;
 	}
 	/* Ping-pong pairs vCPUs: with one there is nothing to run or check. */
-	if (o->workload == WL_PING && o->vcpus < 2) {
-		fprintf(stderr, "vsched-vmm: the pingpong workload needs 2 vCPUs "
-				"or more\n");
+	if ((o->workload & WL_PING) && o->vcpus < 2) {
+		fprintf(stderr, "vsched-vmm: the pingpong and mixed workloads "
+				"need 2 vCPUs or more\n");
 		return -1;
 	}
 	return 0;
