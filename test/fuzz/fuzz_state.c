@@ -136,9 +136,10 @@
  *      before_sleep or after_sleep hook: VSCHED_ESTATE (doc/protocol.md,
  *      "Destroy against a sleeper"; VSCHED_EDESTROYED after M1).
  *  M8  another thread calls vsched_waiter_wait() while the consumer is
- *      inside one (its condition ran in that wait, and it is still inside
- *      when the call returns: it is held out of its next call meanwhile):
- *      VSCHED_ESTATE (waiter.h).
+ *      held inside one (in its condition, until that call returned):
+ *      VSCHED_ESTATE (waiter.h). (Calls made while the consumer sleeps in
+ *      the kernel are made too, not judged: seeing it still inside after
+ *      the call returned does not prove it was inside during the call.)
  *
  * What it finds on the code of issue 22 (seeds in corpus_state/, written
  * by state_seeds.py): bug 1, the futex sleep that spins after a spurious
@@ -226,9 +227,14 @@ enum op {
 	/* misuse */
 	OP_M_DESTROY, OP_M_FD_ADD, OP_M_FD_DEL, OP_M_WFD_ADD, OP_M_DEAD_CALLS,
 	OP_M_CLOSE_REG, OP_M_HOOK, OP_M_WAIT2,
+	/* contract calls added after the misuse ones (their numbers were
+	 * posts before: the committed seeds keep their meaning) */
+	OP_TSVC, OP_STATS, OP_REPOST,
 	NOPS
 };
 #define FIRST_MISUSE OP_M_DESTROY
+#define LAST_MISUSE OP_M_WAIT2
+_Static_assert(NOPS <= 32, "an op is 5 bits of the input");
 
 static const char *const op_name[NOPS] = {
 	"post", "post_payload", "broadcast", "kick", "block", "service+enter+exit",
@@ -242,6 +248,8 @@ static const char *const op_name[NOPS] = {
 	"MISUSE calls on destroyed vCPU", "MISUSE close registered fd",
 	"MISUSE destroy/block/wait from the engine's hooks",
 	"MISUSE second waiter consumer",
+	"timer_service(fd/stop/destroy)", "stats(foreign reader)+set_guest_poll",
+	"arm handler re-posts",
 };
 
 struct script_op {
@@ -300,6 +308,10 @@ struct obj {
 	_Atomic int in_blocking;   /* between the blocking and unblocking hooks */
 	_Atomic int consumer_in;   /* the consumer's cond ran in this wait (M8) */
 	_Atomic int wait2;         /* a second consumer is trying (M8) */
+	_Atomic int hold_req;      /* M8: the consumer's cond is asked to hold */
+	_Atomic int held;          /* M8: the consumer holds in its cond */
+	_Atomic int repost_left;   /* OP_REPOST: handler actions left */
+	_Atomic unsigned repost_how; /* OP_REPOST: which action, to whom */
 };
 
 struct payload_node {
@@ -343,6 +355,18 @@ static uint64_t input_t0;
 static char script_text[8192];
 static int misuse_fd = -1; /* an eventfd used by M2 */
 static int misuse_wfd = -1; /* an eventfd used by M4 */
+/* The VM's timer service (input bits): run() or fd + dispatch() on a
+ * thread of the harness; OP_TSVC reads its fd, stops or destroys it. */
+static struct vsched_timer_service *tsvc;
+static unsigned tsvc_mode;     /* 0 none, 1 run(), 2 fd + dispatch() */
+static pthread_t tsvc_th;
+static _Atomic int tsvc_state; /* 0 none, 1 live, 2 being destroyed, 3 destroyed */
+static _Atomic int tsvc_quit;  /* the dispatch loop's own stop */
+static pthread_rwlock_t tsvc_lock = PTHREAD_RWLOCK_INITIALIZER;
+static _Atomic int no_reposts; /* teardown: handlers re-post nothing */
+static _Atomic unsigned reposts; /* handler actions taken (trace) */
+static _Atomic unsigned m8_judged; /* M8 calls made with the consumer held */
+static FILE *devnull;
 
 static uint64_t now_ns(void)
 {
@@ -387,6 +411,8 @@ static void dump(void)
 			atomic_load(&workers[i].in_sleep) ? " (inside block/wait)" : "");
 	}
 	qsort(all, n, sizeof(all[0]), log_cmp);
+	fprintf(stderr, "handler re-post actions: %u, M8 calls judged: %u\n",
+		atomic_load(&reposts), atomic_load(&m8_judged));
 	fprintf(stderr, "---- calls that returned, in time order (us since start) ----\n");
 	for (unsigned i = 0; i < n; i++)
 		fprintf(stderr, "%10.1f T%d %-46s a=%u b=%u -> %d (%s)\n",
@@ -454,6 +480,27 @@ static bool ignored(const char *msg)
 	return false;
 }
 
+/* The input being run, saved by fail() as fuzz_state-failed-<pid> in the
+ * working directory before it aborts: under TSan, libFuzzer's handler of
+ * that abort (from a thread of the harness) can hang before it writes its
+ * crash- file (seen on 2026-12-02, "signal-unsafe call inside of a
+ * signal"). */
+static const uint8_t *cur_data;
+static size_t cur_size;
+
+static void save_input(void)
+{
+	char path[64];
+	int fd;
+	snprintf(path, sizeof(path), "fuzz_state-failed-%d", (int)getpid());
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, cur_data, cur_size) == (ssize_t)cur_size)
+		fprintf(stderr, "fuzz_state: input saved as %s\n", path);
+	close(fd);
+}
+
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void fail(const char *fmt, ...)
 {
@@ -469,6 +516,7 @@ static void fail(const char *fmt, ...)
 	pthread_mutex_lock(&once); /* one report; the process ends here */
 	atomic_store(&failed, 1);
 	fprintf(stderr, "\nfuzz_state: FAIL: %s\n", msg);
+	save_input();
 	dump();
 	abort();
 }
@@ -644,6 +692,79 @@ static void measure_still_window(void)
 	atomic_store(&clk_last, 0);
 }
 
+/* Service priorities (lower first); a handler may raise on its own vCPU
+ * the plain kinds serviced after its own (K_B, K_NOWAKE: its may-raise
+ * set, request.h). */
+static const unsigned kind_prio[NKINDS] = { 2, 3, 4, 1, 0, 0, 5 };
+
+static uint64_t may_raise(unsigned kind)
+{
+	uint64_t m = 0;
+	if (kind_prio[kind] < kind_prio[K_B])
+		m |= VSCHED_KIND_BIT(K_B);
+	if (kind_prio[kind] < kind_prio[K_NOWAKE])
+		m |= VSCHED_KIND_BIT(K_NOWAKE);
+	return kind == K_PAY || kind == K_STOP ? 0 : m;
+}
+
+/* OP_REPOST armed the vCPU: its handler (of any kind that may raise one)
+ * posts K_B or K_NOWAKE, kicks, or broadcasts K_NOWAKE, to itself (only
+ * the kinds of its may-raise set) or to another vCPU (request.h: a
+ * handler may post to other vCPUs). E2 counts these posts like the
+ * scripts'; a refusal must be VSCHED_EDESTROYED of a dying target. */
+static void handler_repost(struct obj *o, unsigned kind)
+{
+	unsigned how = atomic_load(&o->repost_how), self = (unsigned)(o - objs);
+	unsigned to = (self + ((how >> 2) & 3)) % nvcpus, k = (how & 1) ? K_NOWAKE : K_B;
+	struct obj *t = &objs[to];
+	int left = atomic_load(&o->repost_left), rc;
+
+	if (!may_raise(kind) || atomic_load(&no_reposts))
+		return;
+	do {
+		if (left <= 0)
+			return;
+	} while (!atomic_compare_exchange_weak(&o->repost_left, &left, left - 1));
+	atomic_fetch_add(&reposts, 1);
+	if (to == self && !(may_raise(kind) & VSCHED_KIND_BIT(k)))
+		k = K_NOWAKE;
+	switch (how & 3) {
+	case 0:
+	case 1:
+		atomic_fetch_add(&t->wake_calls, 1);
+		atomic_fetch_add(&t->waking, 1);
+		rc = vsched_post(t->v, k);
+		if (rc == 0)
+			atomic_fetch_add(&accepted[k], 1);
+		atomic_fetch_sub(&t->waking, 1);
+		CHECK_RC(rc, "vsched_post (from a handler)");
+		if (rc && !(rc == VSCHED_EDESTROYED && atomic_load(&t->dying)))
+			fail("[E1] post of kind %u from vCPU %u's handler (kind %u) to vCPU %u "
+			     "returned %d", k, self, kind, to, rc);
+		break;
+	case 2:
+		atomic_fetch_add(&t->wake_calls, 1);
+		atomic_fetch_add(&t->waking, 1);
+		rc = vsched_vcpu_kick(t->v);
+		atomic_fetch_sub(&t->waking, 1);
+		CHECK_RC(rc, "vsched_vcpu_kick (from a handler)");
+		if (rc && !(rc == VSCHED_EDESTROYED && atomic_load(&t->dying)))
+			fail("[E1] kick of vCPU %u from vCPU %u's handler returned %d", to,
+			     self, rc);
+		break;
+	default:
+		for (unsigned j = 0; j < nvcpus; j++)
+			atomic_fetch_add(&objs[j].wake_calls, 1);
+		rc = vsched_broadcast(vm, NULL, 0, K_NOWAKE);
+		CHECK_RC(rc, "vsched_broadcast (from a handler)");
+		if (rc < 0)
+			fail("[E1] broadcast from vCPU %u's handler returned %d", self, rc);
+		else
+			atomic_fetch_add(&accepted[K_NOWAKE], (uint64_t)rc);
+		break;
+	}
+}
+
 static void handler(struct vsched_vcpu *v, unsigned kind,
 		    struct vsched_payload *p, void *arg)
 {
@@ -664,8 +785,10 @@ static void handler(struct vsched_vcpu *v, unsigned kind,
 	} else if (p) {
 		fail("[E3] plain kind %u got a payload", kind);
 	}
-	if (o)
+	if (o) {
 		atomic_fetch_add(&o->handled[kind], 1);
+		handler_repost(o, kind);
+	}
 }
 
 static bool waiter_cond(void *arg)
@@ -673,6 +796,15 @@ static bool waiter_cond(void *arg)
 	struct obj *o = arg;
 	if (tl_consumer && !atomic_load_explicit(&o->consumer_in, memory_order_relaxed))
 		atomic_store(&o->consumer_in, 1);
+	/* M8: held inside the wait (up to 5 ms) while a second consumer
+	 * calls, so that its refusal is certain to be due */
+	if (tl_consumer && atomic_load(&o->hold_req)) {
+		uint64_t until = now_ns() + 5000000;
+		atomic_store(&o->held, 1);
+		while (atomic_load(&o->hold_req) && now_ns() < until)
+			sched_yield();
+		atomic_store(&o->held, 0);
+	}
 	return atomic_load(&o->tokens) != atomic_load(&o->consumed) ||
 	       atomic_load(&stopping);
 }
@@ -1614,9 +1746,12 @@ static void op_hook_arm(struct worker *wk, struct obj *o, unsigned oi, unsigned 
 /* M8: a second consumer of the waiter (not its consumer thread) calls
  * vsched_waiter_wait() while the consumer is inside one: waiter.h
  * promises VSCHED_ESTATE. Tried for up to 5 ms, each time the consumer's
- * condition has run in its current wait (it is past the engine's entry);
- * when the consumer is still inside after the call returned (it is held
- * out of its next call meanwhile), the call must have been refused. */
+ * condition has run in its current wait (it is past the engine's entry;
+ * it is held out of its next call meanwhile). Judged only when the
+ * consumer was held in its condition for the whole call: a consumer seen
+ * inside after the call may have left the engine and not yet marked its
+ * return (the window between the library's release and the harness's
+ * store, a false M8 once under TSan: repro/state_tsan_m8_...). */
 static void op_wait2(struct worker *wk, struct obj *o, unsigned oi, unsigned b)
 {
 	uint64_t give_up = now_ns() + 5000000;
@@ -1634,8 +1769,23 @@ static void op_wait2(struct worker *wk, struct obj *o, unsigned oi, unsigned b)
 		tries++;
 		uint64_t dl = (b & 1) ? vsched_deadline_in(vm, 100000) : 0;
 		struct vsched_block_result r = { .size = sizeof(r) };
+		/* ask the consumer to hold in its condition (it runs it when it
+		 * next looks: a wakeup, or at once when kicked, unless b bit 1) */
+		atomic_store(&o->hold_req, 1);
+		if (!(b & 2)) {
+			atomic_fetch_add(&o->wake_calls, 1);
+			atomic_fetch_add(&o->waking, 1);
+			vsched_waiter_kick(o->w);
+			atomic_fetch_sub(&o->waking, 1);
+		}
+		for (uint64_t until = now_ns() + 1000000;
+		     !atomic_load(&o->held) && atomic_load(&o->in_call) && now_ns() < until;)
+			sched_yield();
+		bool inside = atomic_load(&o->held);
 		int rc = vsched_waiter_wait(o->w, dl, &r);
-		bool inside = atomic_load(&o->in_call);
+		inside = inside && atomic_load(&o->held);
+		atomic_store(&o->hold_req, 0);
+		atomic_fetch_add(&m8_judged, inside);
 		atomic_fetch_sub(&o->gate, 1);
 		logop(wk, OP_M_WAIT2, (uint8_t)oi, (uint8_t)b, rc);
 		CHECK_RC(rc, "vsched_waiter_wait (second consumer)");
@@ -1712,6 +1862,190 @@ static void op_dead_calls(struct worker *wk, struct obj *o, unsigned oi, unsigne
 	logop(wk, OP_M_DEAD_CALLS, (uint8_t)oi, 3, rc);
 	if (rc != VSCHED_EDESTROYED)
 		fail("[E6] timer_create on destroyed vCPU %u returned %d", oi, rc);
+}
+
+/* ---- the timer service, stats readers, handler re-posts ---- */
+
+/* The service's thread: run() (mode 1), or a loop of poll() on its fd and
+ * dispatch() when readable (mode 2) until tsvc_quit. Either way it must
+ * not spin: its CPU is held to E5's share of its lifetime plus 0.3 ms per
+ * call that may move a deadline (every object's wake_calls), and the
+ * dispatch loop to 256 readable dispatches plus 4 a ms (an expiry before
+ * the VM's clock reaches the deadline fires nothing and is programmed
+ * again; a clock that stands still doubles the interval, timer.h). */
+static void *tsvc_main(void *arg)
+{
+	uint64_t t0 = now_ns(), c0 = thread_cpu_ns(), n = 0, calls = 0, wall, cpu;
+	int rc = 0;
+	(void)arg;
+	if (tsvc_mode == 1) {
+		rc = vsched_timer_service_run(tsvc);
+		CHECK_RC(rc, "vsched_timer_service_run");
+		if (rc)
+			fail("[E1] timer_service_run returned %d", rc);
+	} else {
+		int fd = vsched_timer_service_fd(tsvc);
+		if (fd < 0)
+			fail("[E1] timer_service_fd returned %d", fd);
+		while (fd >= 0 && !atomic_load(&tsvc_quit) && !atomic_load(&failed)) {
+			struct pollfd pf = { .fd = fd, .events = POLLIN };
+			int k = poll(&pf, 1, 2);
+			if (k < 0 && errno != EINTR)
+				fail("[E1] poll on the timer service's fd: %s", strerror(errno));
+			if (k <= 0)
+				continue;
+			n++;
+			rc = vsched_timer_service_dispatch(tsvc);
+			CHECK_RC(rc, "vsched_timer_service_dispatch");
+			if (rc < 0)
+				fail("[E1] timer_service_dispatch returned %d", rc);
+		}
+	}
+	wall = now_ns() - t0;
+	cpu = thread_cpu_ns() - c0;
+	for (unsigned i = 0; i < nobjs; i++)
+		calls += atomic_load(&objs[i].wake_calls);
+	if (n > 256 + 4 * (wall / 1000000))
+		fail("[E5] the timer service's fd was readable %llu times in %.1f ms "
+		     "(a dispatch that leaves it readable loops)", (unsigned long long)n,
+		     (double)wall / 1e6);
+	uint64_t lim = wall / SLEEP_CPU_DIV;
+	if (lim < SLEEP_CPU_MIN)
+		lim = SLEEP_CPU_MIN;
+	lim += 300000 * (calls + n);
+	if (cpu > lim)
+		fail("[E5] the timer service's thread (%s) used %.1f ms of CPU in %.1f ms "
+		     "(limit %.1f ms)", tsvc_mode == 1 ? "run" : "dispatch",
+		     (double)cpu / 1e6, (double)wall / 1e6, (double)lim / 1e6);
+	return NULL;
+}
+
+/* Stop the service's thread and join it (mode 1: vsched_timer_service_stop;
+ * mode 2: the loop's flag, and a stop call all the same). */
+static void tsvc_join(void)
+{
+	int rc = vsched_timer_service_stop(tsvc);
+	if (rc)
+		fail("[E1] timer_service_stop returned %d", rc);
+	atomic_store(&tsvc_quit, 1);
+	pthread_join(tsvc_th, NULL);
+}
+
+/* OP_TSVC: b % 4 = 0, 1 its fd; 2 stop (run() returns for good); 3 stop,
+ * join and destroy it while the timer writers arm (timer.h: arms racing
+ * the destroy are safe). Any thread; the lock keeps the pointer live. */
+static void op_tsvc(struct worker *wk, unsigned b)
+{
+	int rc = 0, one = 1;
+	if (!tsvc_mode)
+		return;
+	if (b % 4 == 3) {
+		if (!atomic_compare_exchange_strong(&tsvc_state, &one, 2))
+			return;
+		pthread_rwlock_wrlock(&tsvc_lock);
+		tsvc_join();
+		rc = vsched_timer_service_destroy(tsvc);
+		atomic_store(&tsvc_state, 3);
+		pthread_rwlock_unlock(&tsvc_lock);
+		if (rc)
+			fail("[E1] timer_service_destroy returned %d", rc);
+	} else {
+		pthread_rwlock_rdlock(&tsvc_lock);
+		if (atomic_load(&tsvc_state) == 1) {
+			rc = b % 4 == 2 ? vsched_timer_service_stop(tsvc)
+					: vsched_timer_service_fd(tsvc);
+			if (rc < 0)
+				fail("[E1] timer_service_%s returned %d",
+				     b % 4 == 2 ? "stop" : "fd", rc);
+		}
+		pthread_rwlock_unlock(&tsvc_lock);
+	}
+	logop(wk, OP_TSVC, 0, (uint8_t)(b % 4), rc);
+	CHECK_RC(rc, "timer service call");
+}
+
+/* OP_STATS: another thread reads a vCPU's statistics while its owner
+ * runs (stats.h: any thread; read_stats also on a destroyed vCPU): every
+ * reader, each of its timers' (timer_get, read_stats), next_timer, the
+ * VM's poll parameters; b bit 0 writes them (text or JSON, bit 1) to
+ * /dev/null; b bit 2 sets the guest's poll control (allow unless bit 3).
+ * E11: a counter read twice by one thread never goes back. */
+static _Thread_local uint64_t seen_kind[MAX_VCPUS][NKINDS][3];
+static _Thread_local uint64_t seen_timer[MAX_VCPUS][MAX_TIMERS][2];
+
+static void check_mono(const char *what, unsigned oi, unsigned k, uint64_t *seen,
+		       uint64_t now)
+{
+	if (now < *seen)
+		fail("[E11] vCPU %u %s (%u) went back from %llu to %llu between two reads "
+		     "of one thread", oi, what, k, (unsigned long long)*seen,
+		     (unsigned long long)now);
+	*seen = now;
+}
+
+static void op_stats(struct worker *wk, struct obj *o, unsigned oi, unsigned b)
+{
+	struct vsched_vcpu_stats st = { .size = sizeof(st) };
+	const struct vsched_stat_desc *descs;
+	struct vsched_poll_params pp = { .size = sizeof(pp) };
+	unsigned nd = 0, nv = 0;
+	uint64_t dl = 0;
+	bool dead = atomic_load(&o->dead);
+	int rc;
+
+	if ((rc = vsched_vcpu_read_stats(o->v, &st)))
+		fail("[E1] vcpu_read_stats of vCPU %u returned %d", oi, rc);
+	for (unsigned k = 0; k < NKINDS; k++) {
+		check_mono("kind posted", oi, k, &seen_kind[oi][k][0], st.kind[k].posted);
+		check_mono("kind serviced", oi, k, &seen_kind[oi][k][1], st.kind[k].serviced);
+		check_mono("kind coalesced", oi, k, &seen_kind[oi][k][2], st.kind[k].coalesced);
+	}
+	if ((rc = vsched_vcpu_stat_descs(&descs, &nd, &nv)) || !nd || !nv)
+		fail("[E1] vcpu_stat_descs returned %d (%u descriptors, %u values)", rc, nd, nv);
+	uint64_t *vals = calloc(nv, sizeof(*vals));
+	if (vals && (rc = vsched_vcpu_stat_values(o->v, vals, nv)))
+		fail("[E1] vcpu_stat_values of vCPU %u returned %d", oi, rc);
+	free(vals);
+	if ((b & 1) && devnull &&
+	    (rc = vsched_vcpu_stats_write(o->v, devnull, (b >> 1) & 1)))
+		fail("[E1] vcpu_stats_write of vCPU %u returned %d", oi, rc);
+	for (unsigned t = 0; t < o->ntimers; t++) {
+		struct vsched_timer_stats ts;
+		bool expired;
+		if ((rc = vsched_timer_get(o->timers[t], &dl, &expired)))
+			fail("[E1] timer_get returned %d", rc);
+		if ((rc = vsched_timer_read_stats(o->timers[t], &ts)))
+			fail("[E1] timer_read_stats returned %d", rc);
+		check_mono("timer fired", oi, t, &seen_timer[oi][t][0], ts.fired);
+		check_mono("timer delivered", oi, t, &seen_timer[oi][t][1], ts.delivered);
+	}
+	if ((rc = vsched_vcpu_next_timer(o->v, &dl)))
+		fail("[E1] vcpu_next_timer of vCPU %u returned %d", oi, rc);
+	if ((rc = vsched_vm_get_poll(vm, &pp)))
+		fail("[E1] vm_get_poll returned %d", rc);
+	rc = 0;
+	if (b & 4) {
+		atomic_fetch_add(&o->wake_calls, 1);
+		rc = vsched_vcpu_set_guest_poll(o->v, !(b & 8));
+		CHECK_RC(rc, "vsched_vcpu_set_guest_poll");
+		if (dead && rc != VSCHED_EDESTROYED)
+			fail("[E6] set_guest_poll on destroyed vCPU %u returned %d", oi, rc);
+		if (!atomic_load(&o->dying) && rc)
+			fail("[E1] set_guest_poll on live vCPU %u returned %d", oi, rc);
+	}
+	logop(wk, OP_STATS, (uint8_t)oi, (uint8_t)b, rc);
+}
+
+/* OP_REPOST: arm vCPU a's handler for 2 (b bit 4: 8) more actions of
+ * kind b & 3 (post K_B, post K_NOWAKE, kick, broadcast) to vCPU
+ * (a + (b >> 2 & 3)) % nvcpus: handler_repost(). */
+static void op_repost(struct worker *wk, struct obj *o, unsigned oi, unsigned b)
+{
+	if (atomic_load(&o->repost_left) < 32) {
+		atomic_store(&o->repost_how, b & 0xf);
+		atomic_fetch_add(&o->repost_left, (b & 16) ? 8 : 2);
+	}
+	logop(wk, OP_REPOST, (uint8_t)oi, (uint8_t)b, 0);
 }
 
 static struct obj *own_vcpu(unsigned t)
@@ -1870,6 +2204,15 @@ static void *worker_main(void *arg)
 			if (have_waiter && objs[nvcpus].owner != wk->idx)
 				op_wait2(wk, &objs[nvcpus], nvcpus, s->b);
 			break;
+		case OP_TSVC:
+			op_tsvc(wk, s->b);
+			break;
+		case OP_STATS:
+			op_stats(wk, tv, vi, s->b);
+			break;
+		case OP_REPOST:
+			op_repost(wk, tv, vi, s->b);
+			break;
 
 		}
 	}
@@ -1944,7 +2287,7 @@ static bool misuse_allowed(unsigned op)
 {
 	static const char *const name[] = { "destroy", "fd_add", "fd_del", "wfd_add",
 					    "dead_calls", "close_reg", "hook", "wait2" };
-	_Static_assert(sizeof(name) / sizeof(name[0]) == NOPS - FIRST_MISUSE,
+	_Static_assert(sizeof(name) / sizeof(name[0]) == LAST_MISUSE + 1 - FIRST_MISUSE,
 		       "a name for each misuse call");
 	const char *env = getenv("FUZZ_STATE_MISUSE");
 	const char *p;
@@ -1971,6 +2314,8 @@ static void run_input(const uint8_t *data, size_t size)
 
 	if (size < 8)
 		return;
+	cur_data = data;
+	cur_size = size;
 	if (!sigpipe_off) { /* a write to a socket shut down: EPIPE, not a signal */
 		signal(SIGPIPE, SIG_IGN);
 		sigpipe_off = true;
@@ -1984,6 +2329,13 @@ static void run_input(const uint8_t *data, size_t size)
 		atomic_store(&accepted[k], 0);
 	atomic_store(&stopping, 0);
 	atomic_store(&watchdog_stop, 0);
+	atomic_store(&no_reposts, 0);
+	atomic_store(&reposts, 0);
+	atomic_store(&m8_judged, 0);
+	atomic_store(&tsvc_quit, 0);
+	atomic_store(&tsvc_state, 0);
+	if (!devnull)
+		devnull = fopen("/dev/null", "we");
 
 	unsigned h0 = take(&in), h1 = take(&in), h2 = take(&in), h3 = take(&in);
 	unsigned h4 = take(&in), h5 = take(&in);
@@ -1997,12 +2349,14 @@ static void run_input(const uint8_t *data, size_t size)
 	deadline_bias = (h3 >> 4) & 7;
 	clock_inj = (h3 >> 7) & 1;
 	reroute = (h4 >> 6) & 1;
+	tsvc_mode = (h0 >> 6) == 2 ? 1 : (h0 >> 6) == 3 ? 2 : 0;
 	poll_params(h2, &pp);
 	describe("threads %u, vCPUs %u, waiter %d (hooks %d), misuse %d, late wake %u, "
 		 "poll policy %u max %llu ns, deadline bias %u, injected clock %d, "
-		 "payload_drop re-routes %d\n", nthreads, nvcpus,
+		 "payload_drop re-routes %d, timer service %s\n", nthreads, nvcpus,
 		 have_waiter, hooks, misuse, late_mode, pp.policy,
-		 (unsigned long long)pp.max_ns, deadline_bias, clock_inj, reroute);
+		 (unsigned long long)pp.max_ns, deadline_bias, clock_inj, reroute,
+		 tsvc_mode == 1 ? "run()" : tsvc_mode == 2 ? "fd+dispatch()" : "none");
 	if (hooks) {
 		ops.blocking = vcpu_blocking;
 		ops.unblocking = vcpu_unblocking;
@@ -2017,11 +2371,11 @@ static void run_input(const uint8_t *data, size_t size)
 
 	if (vsched_vm_create(&cfg, &vm))
 		fail("[E1] vm_create");
-	static const unsigned prio[NKINDS] = { 2, 3, 4, 1, 0, 0, 5 };
 	static const char *const names[NKINDS] = { "k0", "k1", "k2", "k3", "k4", "k5", "k6" };
 	for (unsigned k = 0; k < NKINDS; k++) {
 		struct vsched_request_desc d = {
-			.name = names[k], .priority = prio[k], .handler = handler,
+			.name = names[k], .priority = kind_prio[k], .handler = handler,
+			.may_raise = may_raise(k),
 			.flags = k == K_NOWAKE ? VSCHED_REQ_NO_WAKEUP
 				 : k == K_PAY ? VSCHED_REQ_PAYLOAD : 0,
 		};
@@ -2074,6 +2428,12 @@ static void run_input(const uint8_t *data, size_t size)
 	}
 	misuse_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	misuse_wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (tsvc_mode) {
+		if ((rc = vsched_timer_service_create(vm, &tsvc)))
+			fail("[E1] timer_service_create returned %d", rc);
+		atomic_store(&tsvc_state, 1);
+		pthread_create(&tsvc_th, NULL, tsvc_main, NULL);
+	}
 
 	/* The scripts: 3 bytes an op. */
 	while (in.i + 3 <= in.n) {
@@ -2082,7 +2442,8 @@ static void run_input(const uint8_t *data, size_t size)
 		op &= 31;
 		if (op >= NOPS)
 			op = OP_POST + op % 4;
-		if (op >= FIRST_MISUSE && (!misuse || !misuse_allowed(op)))
+		if (op >= FIRST_MISUSE && op <= LAST_MISUSE &&
+		    (!misuse || !misuse_allowed(op)))
 			op = OP_BLOCK;
 		struct worker *wk = &workers[t];
 		if (wk->nops < MAX_OPS) {
@@ -2138,6 +2499,11 @@ static void run_input(const uint8_t *data, size_t size)
 	}
 	for (unsigned t = 0; t < nthreads; t++)
 		pthread_join(workers[t].th, NULL);
+	atomic_store(&no_reposts, 1);
+	/* A live service: its thread stopped and joined, the service left to
+	 * vsched_vm_destroy() (timer.h). */
+	if (atomic_load(&tsvc_state) == 1)
+		tsvc_join();
 	atomic_store(&watchdog_stop, 1);
 	pthread_join(wd, NULL);
 	atomic_store(&late.stop, 1);
@@ -2188,6 +2554,8 @@ static void run_input(const uint8_t *data, size_t size)
 		fail("[E1] vm_destroy");
 	atomic_store(&in_vm_destroy, 0);
 	vm = NULL;
+	tsvc = NULL;
+	atomic_store(&tsvc_state, 0);
 	if (!no_nodes_in_flight())
 		fail("[E3] a payload accepted by vsched was neither delivered nor dropped");
 	for (unsigned i = 0; i < nobjs; i++) {

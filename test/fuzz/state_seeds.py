@@ -10,12 +10,17 @@ OPS = ["post", "payload", "broadcast", "kick", "block", "run", "wait", "wkick",
        "fd_open", "fd_add", "fd_del", "fd_close", "fd_write", "timer_arm",
        "timer_ctl", "set_poll", "destroy", "fire", "check_once", "fd_hup",
        "clock", "m_destroy", "m_fd_add", "m_fd_del", "m_wfd_add",
-       "m_dead_calls", "m_close_reg", "m_hook", "m_wait2"]
+       "m_dead_calls", "m_close_reg", "m_hook", "m_wait2",
+       "tsvc", "stats", "repost"]
 
 def header(threads=2, vcpus=1, waiter=False, policy=0, maxi=0, misuse=False,
            late=0, hooks=False, bias=0, timers=0, sem=0, clock=False,
-           reroute=False):
-    return bytes([threads - 2,
+           reroute=False, tsvc=0):
+    # h0: threads - 2 is h0 % 3; bits 6-7 the timer service (tsvc 1:
+    # run(), 2: fd + dispatch())
+    h0 = next(v for v in range((tsvc + 1 if tsvc else 0) << 6, 256)
+              if v % 3 == threads - 2)
+    return bytes([h0,
                   (vcpus - 1) | (0x10 if waiter else 0),
                   policy | maxi << 2,
                   (1 if misuse else 0) | late << 1 | (8 if hooks else 0) | bias << 4 |
@@ -158,6 +163,35 @@ seeds["reroute_vcpu_destroy"] = header(threads=2, vcpus=2, reroute=True) + \
 seeds["timer_ctl_destroyed"] = header(waiter=True, timers=1, sem=1) + \
     op(0, "destroy", b=0) + op(1, "wait", b=3) + op(1, "timer_ctl", a=0, b=1) + \
     op(1, "timer_ctl", a=0, b=2) + op(1, "timer_arm", a=0, b=3)
+# The timer service on a thread of its own (run()), the owners in and out
+# of guest mode while the writers arm; then destroyed while a writer arms
+seeds["tsvc_run_destroy_vs_arm"] = header(threads=3, vcpus=2, timers=0x05, tsvc=1) + \
+    (op(1, "timer_arm", a=0, b=3) + op(0, "run") + op(2, "timer_arm", a=1, b=2) +
+     op(1, "run") + op(0, "block", b=2)) * 4 + op(2, "tsvc", b=0) + \
+    op(0, "tsvc", b=3) + op(1, "timer_arm", a=0, b=2) * 6 + op(2, "tsvc", b=3) + \
+    op(0, "run")
+# ... in an event loop (fd + dispatch()) on an injected clock that stands
+# still and jumps; stop called from a script meanwhile
+seeds["tsvc_dispatch_clock"] = header(threads=2, vcpus=1, timers=0x02, sem=0x11,
+                                      clock=True, tsvc=2) + \
+    op(1, "timer_arm", a=0, b=3) + op(0, "run") + op(1, "clock", b=7) + \
+    op(1, "timer_arm", a=0, b=4) + op(0, "run") + op(0, "block", b=4) + \
+    op(1, "tsvc", b=2) + op(1, "clock", b=4) + op(1, "timer_ctl", a=0, b=1) + \
+    op(0, "run") + op(1, "timer_arm", a=4, b=2) + op(0, "block", b=3)
+# a stats reader and the guest's poll control from other threads while
+# the owner posts, services, blocks and destroys
+seeds["stats_reader_vs_owner"] = header(threads=3, vcpus=2, timers=0x05, policy=2,
+                                        maxi=2) + \
+    (op(2, "stats", a=0, b=5) + op(1, "post", a=0) + op(0, "run") + op(2, "stats", a=1, b=3) +
+     op(0, "block", b=2) + op(2, "stats", a=0, b=12) + op(1, "timer_arm", a=0, b=2)) * 3 + \
+    op(0, "destroy", b=0) + op(2, "stats", a=0, b=4) + op(2, "stats", a=0, b=1)
+# handlers that post to their own vCPU and to the other, kick, broadcast
+seeds["repost_chains"] = header(threads=3, vcpus=2, waiter=True) + \
+    op(2, "repost", a=0, b=16 | 4) + op(2, "repost", a=1, b=16 | 1) + \
+    (op(2, "post", a=0) + op(0, "block", b=3) + op(0, "run") + op(1, "block", b=3) +
+     op(1, "run")) * 3 + op(2, "repost", a=0, b=16 | 3) + op(2, "repost", a=1, b=2) + \
+    op(2, "repost", a=2, b=16 | 8) + op(2, "post", a=2) + \
+    op(2, "post", a=1) + op(2, "post", a=0) + op(0, "run") + op(1, "run")
 
 out = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "corpus_state")
 os.makedirs(out, exist_ok=True)
