@@ -7,7 +7,13 @@
  * or none), service + guest entry/exit, fd_add/fd_del/close/write on real
  * pipes, eventfds and stream socket pairs (plain or as doorbells; the
  * writer side shut down or closed: end of file, hang-up), timer
- * arm/disarm/set_ctl/fire, set_poll, destroy.
+ * arm/disarm/set_ctl/fire, set_poll, destroy; statistics read by
+ * threads other than the owner (every reader, text and JSON writers, timer
+ * reads) and the guest's poll control set from them; handlers that post
+ * to their own vCPU (their may-raise kinds) and to others, kick and
+ * broadcast; per input, the VM's timer service run by a thread of its own
+ * (vsched_timer_service_run(), or its fd and dispatch() in a poll loop),
+ * stopped or destroyed by a script while the timer writers arm.
  * The threads run their scripts concurrently against real futexes, epoll
  * and the real clock or, per input, an injected VM clock that a script
  * makes stand still (up to 1 s an input) or jump forward (kicking every
@@ -105,6 +111,11 @@
  *      blocking/unblocking hooks.
  *  E10 no input hangs: every thread finishes within 30 s (after the
  *      teardown posts a stop request to every vCPU and kicks the waiter).
+ *  E11 statistics read by one thread never go back: a kind's posted,
+ *      serviced and coalesced counts, a timer's fired and delivered.
+ *  (E5 also holds the timer service's thread: its CPU to E5's share of
+ *  its lifetime plus 0.3 ms per call that may move a deadline, and its fd
+ *  readable at most 256 times plus 4 a ms.)
  *
  * Misuse (only when the input's misuse bit is set, and the environment has
  * no FUZZ_STATE_NO_MISUSE; each one requires a refusal or correct
