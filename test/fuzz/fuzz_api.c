@@ -19,7 +19,13 @@
  *   past the struct, as a newer caller's would be);
  * - a payload_drop that re-posts the payload to another vCPU during
  *   vsched_vm_destroy() is refused (VSCHED_EDESTROYED: every vCPU is
- *   destroyed before any is freed), and the payload is dropped once.
+ *   destroyed before any is freed), and the payload is dropped once;
+ * - the public poll policy (poll_init/window/update) on parameters of any
+ *   value: init accepts exactly what vsched_vm_set_poll() accepts (the
+ *   accepted set becomes the VM's policy), and no window exceeds max_ns;
+ * - policy and cancel-policy names round-trip through their parsers, and
+ *   err_name, strerror, the profile lookups and timer_report_spurious take
+ *   any input.
  * Single-threaded, with a fake clock and a wait that never sleeps.
  */
 #include <assert.h>
@@ -240,6 +246,113 @@ static void garbage_call(struct input *in, struct vsched_vm *vm, unsigned vi,
 }
 
 
+/* A 64-bit value: small, an extreme, or eight bytes of the input. */
+static uint64_t take64(struct input *in)
+{
+	static const uint64_t ext[8] = { 0, 1, UINT64_MAX, UINT64_MAX / 2,
+					 UINT64_C(1) << 63, UINT64_C(1) << 32,
+					 UINT64_MAX - 1, 1000000000 };
+	unsigned k = take(in) % 4;
+	uint64_t x = 0;
+	if (k == 0)
+		return (uint64_t)take(in) * 1000;
+	if (k == 1)
+		return ext[take(in) % 8];
+	for (unsigned i = 0; i < 8; i++)
+		x = x << 8 | take(in);
+	return x;
+}
+
+/* The public poll policy (poll.h: pure functions) on parameters of the
+ * input's bytes, any of them out of range, and halts of any length:
+ * vsched_poll_init() accepts exactly what vsched_vm_set_poll() accepts;
+ * every window is at most max_ns ("longest window"); every return code is
+ * documented; UBSan sees the arithmetic. An accepted set is then the VM's
+ * policy, so the blocks that follow run the engine with it. */
+static void poll_replay(struct input *in, struct vsched_vm *vm)
+{
+	struct vsched_poll_params p;
+	struct vsched_poll_state st;
+	unsigned policy = take(in) % 5;
+	int rc, rc2;
+
+	if (vsched_poll_defaults(policy, take64(in), &p))
+		vsched_poll_defaults(0, 1000, &p), p.policy = policy;
+	unsigned mask = take(in) | take(in) << 8;
+	if (mask & 1)
+		p.grow = take(in) % 2 ? take(in) : (unsigned)take64(in);
+	if (mask & 2)
+		p.shrink = take(in) % 2 ? take(in) : (unsigned)take64(in);
+	if (mask & 4)
+		p.grow_start_ns = take64(in);
+	if (mask & 8)
+		p.wake_cost_ns = take64(in);
+	if (mask & 16)
+		p.latency_weight = take(in) % 2 ? take(in) : (unsigned)take64(in);
+	if (mask & 32)
+		p.decay_shift = take(in) % 2 ? take(in) % 70 : (unsigned)take64(in);
+	if (mask & 64)
+		p.sleep_cpu_ns = take64(in);
+	if (mask & 128)
+		p.spin_pct = take(in) % 2 ? take(in) : (unsigned)take64(in);
+	if (mask & 256)
+		p.cpu_budget_pct = take(in) % 2 ? take(in) * 50 : (unsigned)take64(in);
+	if (mask & 512)
+		p.contention = take(in) % 4;
+	if (mask & 1024)
+		p.max_ns = take64(in);
+	rc = vsched_poll_init(&p, &st);
+	assert(valid_rc(rc));
+	rc2 = vsched_vm_set_poll(vm, &p);
+	assert(valid_rc(rc2));
+	assert((rc == 0) == (rc2 == 0)); /* one rule for both */
+	if (rc)
+		return;
+	for (unsigned n = take(in) % 48; n--;) {
+		uint64_t w = vsched_poll_window(&p, &st);
+		assert(w <= p.max_ns);
+		unsigned how = take(in);
+		uint64_t win = how & 1 ? w : take64(in);
+		uint64_t halt = how & 2 ? take64(in) : (uint64_t)take(in) << (take(in) % 40);
+		rc = vsched_poll_update(&p, &st, win, halt, how & 4);
+		assert(valid_rc(rc));
+	}
+}
+
+/* Names and parsers (any bytes): a name a parser accepts names what it
+ * returned; err_name and is_own_error of any int; the profile lookups;
+ * vsched_timer_report_spurious() of any cost (the vCPU's thread: this
+ * one), also on a destroyed vCPU's timer. */
+static void names(struct input *in, unsigned vi)
+{
+	char s[17];
+	unsigned len = take(in) % 17;
+	for (unsigned c = 0; c < len; c++)
+		s[c] = (char)take(in);
+	s[len < 16 ? len : 16] = 0;
+	int r = vsched_poll_policy_parse(s);
+	assert(r == VSCHED_EINVAL || (r >= 0 && vsched_poll_policy_name((unsigned)r) &&
+				      !strcmp(vsched_poll_policy_name((unsigned)r), s)));
+	r = vsched_cancel_policy_parse(s);
+	assert(r == VSCHED_EINVAL || (r >= 0 && vsched_cancel_policy_name((unsigned)r) &&
+				      !strcmp(vsched_cancel_policy_name((unsigned)r), s)));
+	const struct vsched_profile *pr = vsched_profile_get(take(in) % 2 ? s : NULL);
+	if (pr) {
+		r = vsched_profile_find(pr, s);
+		assert(r >= 0 || r == VSCHED_ERANGE);
+	}
+	int e = (int)(take(in) << 24 | take(in) << 16 | take(in) << 8 | take(in));
+	const char *en = vsched_err_name(e);
+	assert(en && vsched_strerror(e));
+	if (vsched_is_own_error(e))
+		assert(strcmp(vsched_strerror(e), "unknown vsched error") != 0 ||
+		       !strcmp(en, "UNKNOWN"));
+	if (timers[vi]) {
+		r = vsched_timer_report_spurious(timers[vi], take64(in));
+		assert(valid_rc(r));
+	}
+}
+
 static void check_counters(struct vsched_vcpu *v)
 {
 	struct vsched_vcpu_stats s = { .size = sizeof(s) };
@@ -332,9 +445,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	while (in.i < in.n) {
 		/* bytes 0xe0 and above: the calls added later (garbage sizes,
-		 * the re-routing payload_drop) */
+		 * the re-routing payload_drop; 0xfc and above the poll policy
+		 * replay, names and parsers) */
 		unsigned op = take(&in), vi = take(&in) % NV;
-		op = op >= 0xe0 ? 14 + op % 2 : op % 14;
+		op = op >= 0xfc ? 16 + op % 2 : op >= 0xe0 ? 14 + op % 2 : op % 14;
 		struct vsched_vcpu *v = vcpus[vi];
 		unsigned kind = take(&in) % 66; /* includes out of range */
 		switch (op) {
@@ -406,6 +520,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		case 15:
 			reroute = !reroute;
+			break;
+		case 16:
+			poll_replay(&in, vm);
+			break;
+		case 17:
+			names(&in, vi);
 			break;
 		default:
 			now += take(&in) * 100;
