@@ -92,8 +92,10 @@ void vsched__free_fd_tables(struct vsched__sleeper *s)
 	vsched__free(a, s->fd_of, s->nslots * sizeof(*s->fd_of));
 	vsched__free(a, s->tag_of, s->nslots * sizeof(*s->tag_of));
 	vsched__free(a, s->bell_of, s->nslots * sizeof(*s->bell_of));
+	vsched__free(a, s->rfd_of, s->nslots * sizeof(*s->rfd_of));
 	vsched__free(a, s->ev_of, s->nslots * sizeof(*s->ev_of));
 	vsched__free(a, s->ev, (s->nslots + 2) * sizeof(*s->ev));
+	s->rfd_of = NULL;
 	s->fd_of = NULL;
 	s->tag_of = NULL;
 	s->bell_of = NULL;
@@ -125,6 +127,7 @@ static int free_slot(struct vsched__sleeper *s)
 	int *fd_of;
 	uint64_t *tag_of;
 	uint8_t *bell_of;
+	int *rfd_of;
 	uint32_t *ev_of;
 	struct epoll_event *ev;
 
@@ -137,19 +140,22 @@ static int free_slot(struct vsched__sleeper *s)
 	fd_of = vsched__alloc(a, cap * sizeof(*fd_of));
 	tag_of = vsched__alloc(a, cap * sizeof(*tag_of));
 	bell_of = vsched__alloc(a, cap * sizeof(*bell_of));
+	rfd_of = vsched__alloc(a, cap * sizeof(*rfd_of));
 	ev_of = vsched__alloc(a, cap * sizeof(*ev_of));
 	ev = vsched__alloc(a, (cap + 2) * sizeof(*ev));
-	if (!fd_of || !tag_of || !bell_of || !ev_of || !ev) {
+	if (!fd_of || !tag_of || !bell_of || !rfd_of || !ev_of || !ev) {
 		vsched__free(a, ev_of, cap * sizeof(*ev_of));
 		vsched__free(a, fd_of, cap * sizeof(*fd_of));
 		vsched__free(a, tag_of, cap * sizeof(*tag_of));
 		vsched__free(a, bell_of, cap * sizeof(*bell_of));
+		vsched__free(a, rfd_of, cap * sizeof(*rfd_of));
 		vsched__free(a, ev, (cap + 2) * sizeof(*ev));
 		return -1;
 	}
 	for (unsigned i = 0; i < cap; i++) {
 		fd_of[i] = i < n ? s->fd_of[i] : -1;
 		bell_of[i] = i < n ? s->bell_of[i] : 0;
+		rfd_of[i] = i < n ? s->rfd_of[i] : -1;
 	}
 	if (n) {
 		memcpy(tag_of, s->tag_of, n * sizeof(*tag_of));
@@ -159,6 +165,7 @@ static int free_slot(struct vsched__sleeper *s)
 	s->fd_of = fd_of;
 	s->tag_of = tag_of;
 	s->bell_of = bell_of;
+	s->rfd_of = rfd_of;
 	s->ev_of = ev_of;
 	s->ev = ev;
 	s->nslots = cap;
@@ -257,14 +264,30 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 	 * condition again), and the read that would reset its counter is
 	 * one syscall a sleep saved. Anything else (a pipe) is read. */
 	const uint8_t kind = !bell ? BELL_NONE : vsched__os_is_eventfd(fd) ? BELL_EDGE : BELL_READ;
+	/* A doorbell that vsched reads is read through a dup of its own:
+	 * the caller may close its number before fd_del (a dup elsewhere
+	 * keeping the file, and its registration, alive), and the number
+	 * may then name another file, which a read by number would drain
+	 * (or block in, if it is not O_NONBLOCK). */
+	int rfd = -1;
+	if (kind == BELL_READ && (rfd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+		rc = -errno;
+		goto undo;
+	}
 	rc = vsched__os_ctl(&s->os, EPOLL_CTL_ADD, fd, kind == BELL_EDGE ? events | EPOLLET : events,
 			    SLOT_USER + (unsigned)i);
 	if (rc == -EEXIST)
 		rc = VSCHED_EEXIST;
 	else if (rc == -ENOSPC) /* the kernel's max_user_watches */
 		rc = VSCHED_ENOMEM;
-	if (rc)
+	if (rc) {
+		if (rfd >= 0)
+			close(rfd);
 		goto undo;
+	}
+	if (old >= 0 && s->rfd_of[i] >= 0)
+		close(s->rfd_of[i]); /* the number's old file */
+	s->rfd_of[i] = rfd;
 	if (old < 0)
 		s->nfds++;
 	else if (!s->bell_of[i])
@@ -308,6 +331,7 @@ int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd)
 	s->fd_of[i] = -1;
 	s->nfds--;
 	s->nlook -= !s->bell_of[i];
+	const int rfd = s->rfd_of[i];
 	/* Closed (or renumbered) before its fd_del: a dup may hold its file,
 	 * and with it a registration DEL cannot reach. A rebuild that fails
 	 * (out of fds or memory) changes nothing: the slot stays, so that the
@@ -322,6 +346,9 @@ int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd)
 			return r2;
 		}
 	}
+	if (rfd >= 0)
+		close(rfd);
+	s->rfd_of[i] = -1;
 	return rc; /* the sleeper stays on epoll, the flag stays set */
 }
 

@@ -153,6 +153,9 @@ struct vsched__sleeper {
 	int *fd_of;                 /* user fds by slot, -1 when free */
 	uint64_t *tag_of;
 	uint8_t *bell_of;           /* VSCHED_FD_DOORBELL, by slot: BELL_* */
+	int *rfd_of;                /* BELL_READ: vsched's own dup, read at a
+				     * ring (the user's number may be closed
+				     * and name another file); else -1 */
 	uint32_t *ev_of;            /* the epoll events each slot was added with */
 	struct epoll_event *ev;     /* nslots + 2 events, for one epoll_pwait */
 	struct vsched_poll_state poll VSCHED__ALIGNED;

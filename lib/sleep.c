@@ -420,7 +420,7 @@ static void sort_events(struct vsched__sleeper *s, int n,
 		} else if (vsched__user_slot(s, slot) &&
 			   !vsched__reported(s, slot, s->ev[i].events) &&
 			   (s->bell_of[slot - SLOT_USER] != BELL_READ ||
-			    vsched__os_drain_all(s->fd_of[slot - SLOT_USER]))) {
+			    vsched__os_drain_all(s->rfd_of[slot - SLOT_USER]))) {
 			*bell = true;
 		} else if (vsched__user_slot(s, slot)) {
 			/* Ready, or a doorbell hung up or in error: reported,

@@ -216,6 +216,9 @@ void vsched__sleeper_fini(struct vsched__sleeper *s)
 	load_put(s);
 	s->ct.fd = s->ct.pfd = -1;
 	vsched__os_set_close(&s->os);
+	for (unsigned i = 0; i < s->nslots; i++)
+		if (s->rfd_of[i] >= 0)
+			close(s->rfd_of[i]); /* a doorbell's own dup (lib/fds.c) */
 	vsched__free_fd_tables(s);
 	/* Acquire: a set_poll that raced the destroy published its policy
 	 * with a release (it takes its own back if it saw DESTROYED after). */

@@ -270,7 +270,9 @@ VSCHED_API int vsched_vcpu_set_guest_poll(struct vsched_vcpu *vcpu, bool allow);
  * Context: the vCPU's thread, or before the vCPU runs. Syscalls: the first
  * call epoll_create1, eventfd, timerfd_create; each epoll_ctl; a
  * VSCHED_FD_DOORBELL readlink of /proc/self/fd/N (refused: it is read as
- * a pipe is).
+ * a pipe is) and fcntl (F_GETFL; for a doorbell vsched reads,
+ * F_DUPFD_CLOEXEC: it reads the file through a dup of its own, kept until
+ * fd_del, so a number closed and reused meanwhile is never read).
  */
 VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
 				  uint32_t events, uint64_t tag);
@@ -287,10 +289,13 @@ VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
  * it only while its owner cannot be asleep (a read that races a sleep
  * can swallow the ring it follows, as it could before). Any other
  * doorbell (a pipe) vsched reads itself when it rings (reads of 512 bytes
- * until one is short). It must be O_NONBLOCK (else fd_add refuses it,
- * VSCHED_EINVAL). vsched never reports a ring: it only makes the owner
- * look at its condition (a waiter's cond, a vCPU's requests and event)
- * again, and return for that, or sleep again when the ring was left over
+ * until one is short), through a dup of its own made by fd_add (the
+ * file stays open until fd_del: closing your number first and reusing it
+ * for another file never makes vsched read that file). It must be
+ * O_NONBLOCK (else fd_add refuses it, VSCHED_EINVAL). vsched never
+ * reports a ring: it only makes the owner look at its condition (a
+ * waiter's cond, a vCPU's requests and event) again, and return for
+ * that, or sleep again when the ring was left over
  * from an earlier sleep. A doorbell that hung up or is in error (a pipe
  * whose writers all closed) would ring forever: a sleep reports it with
  * its tag (VSCHED_WAKE_FD), and so does the fd look of a poll window or

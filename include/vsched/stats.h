@@ -19,7 +19,10 @@ struct vsched_vcpu;
 
 /** Counters of one request kind on one vCPU. */
 struct vsched_kind_stats {
-	/** Posts accepted: serviced + coalesced + (1 if pending now). */
+	/** Posts accepted: serviced + coalesced + (1 if pending now).
+	 * Derived from those, read at two moments: a read while the vCPU
+	 * services this kind may count its request both pending and
+	 * serviced, one more than a later read (vsched_vcpu_read_stats()). */
 	uint64_t posted;
 	/** Times the kind was found pending and serviced. */
 	uint64_t serviced;
@@ -111,7 +114,11 @@ struct vsched_vcpu_stats {
 /**
  * Copy a vCPU's counters. Each counter is read atomically; the set is not a
  * single atomic snapshot while posts are in flight, and is exact once the
- * vCPU and its posters are quiescent.
+ * vCPU and its posters are quiescent. The derived values (a kind's
+ * `posted`, `kicks_avoided`) are computed from counters read at different
+ * moments: while the vCPU services, a read may count a request as both
+ * pending and serviced, so such a value can be up to one (per kind) more
+ * than a later read returns. The counters themselves never go back.
  * @return 0, VSCHED_EINVAL (NULL, size too small). Works on destroyed
  * vCPUs until vsched_vm_destroy(). Context: any thread.
  */
@@ -120,7 +127,9 @@ VSCHED_API int vsched_vcpu_read_stats(const struct vsched_vcpu *vcpu,
 
 /** Kinds of statistic (as KVM's binary stats). */
 enum vsched_stat_type {
-	/** A monotonic count. */
+	/** A monotonic count (the derived `posted` and `kicks_avoided` may
+	 * read one too many while the vCPU services: see
+	 * vsched_vcpu_read_stats()). */
 	VSCHED_STAT_COUNTER = 0,
 	/** A log2 histogram: value i counts samples in [2^(i-1), 2^i). */
 	VSCHED_STAT_LOG2_HIST = 1,

@@ -1120,6 +1120,55 @@ static void test_read_cost_backwards(void **state)
 	assert_int_equal(st.adaptive_reading, 1);
 }
 
+/* --- 12. DEFECT: a pipe doorbell read by a number that names another file
+ *
+ * A read doorbell (a pipe) may be closed before its fd_del (block.h);
+ * while a dup keeps its file open, its epoll registration stays and it
+ * rings on. lib/sleep.c sort_events() read the ring by the caller's fd
+ * number, which by then may name another file: that file's bytes were
+ * consumed, and the doorbell, never drained, rang on (a busy loop until
+ * the deadline); a blocking file there blocked the vCPU thread in read()
+ * for good. Found by fuzz_state (E8: the doorbell's read got EBADF and it
+ * was reported as hung up). Fix: fd_add reads a pipe doorbell through a
+ * dup of its own, closed at fd_del. */
+static void test_doorbell_read_by_reused_number(void **state)
+{
+	struct vsched_vm *vm = quiet_vm();
+	struct vsched_vcpu *v = make_vcpu(vm, 0);
+	int bell[2], other[2], keep, num;
+	(void)state;
+
+	assert_int_equal(pipe2(bell, O_NONBLOCK | O_CLOEXEC), 0);
+	num = bell[0];
+	assert_int_equal(vsched_vcpu_fd_add(v, num, EPOLLIN | VSCHED_FD_DOORBELL, 7), 0);
+	keep = dup(num); /* the file lives on (another owner) */
+	assert_true(keep >= 0);
+	close(num);      /* closed before its fd_del */
+	/* Another part of the process: its pipe under the doorbell's number,
+	 * with 12 bytes of its own. */
+	assert_int_equal(pipe2(other, O_NONBLOCK | O_CLOEXEC), 0);
+	if (other[0] != num) { /* it usually gets the lowest free number */
+		assert_int_equal(dup3(other[0], num, O_CLOEXEC), num);
+		close(other[0]);
+	}
+	assert_int_equal(write(other[1], "not vsched's", 12), 12);
+	assert_int_equal(write(bell[1], "x", 1), 1); /* the doorbell rings */
+
+	int rc = vsched_vcpu_block(v, mono() + WAIT_NS);
+	long left = pipe_bytes(num);
+	printf("block %d; the other pipe has %ld of 12 bytes left\n", rc, left);
+	(void)vsched_vcpu_fd_del(v, num); /* its number names the other file */
+	vsched_vm_destroy(vm);
+	close(num);
+	close(other[1]);
+	close(keep);
+	close(bell[1]);
+	/* The ring is only a look at the condition: nothing to return for. */
+	assert_int_equal(rc, VSCHED_WAKE_DEADLINE);
+	if (left != 12)
+		fail_msg("vsched read %ld bytes of a file it never had", 12 - left);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1139,6 +1188,7 @@ int main(void)
 		cmocka_unit_test(test_zero_length_datagram_rings),
 		cmocka_unit_test(test_service_standing_clock),
 		cmocka_unit_test(test_read_cost_backwards),
+		cmocka_unit_test(test_doorbell_read_by_reused_number),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
