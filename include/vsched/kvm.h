@@ -153,11 +153,10 @@ VSCHED_API int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
 
 /**
  * Free the adapter. The order at teardown is: the vCPU thread leaves its
- * run loop; vsched_vcpu_destroy() (from that thread as its last call, or
- * from another one before the thread is joined); then this. Destroy waits
- * for any kick callback in flight and none runs after it, so the adapter
- * is no longer used; destroying before the join means no kick signals a
- * pthread_t that a joined thread's successor may reuse. vsched_vm_destroy()
+ * run loop; vsched_vcpu_destroy() (from that thread or another one); then
+ * this. Destroy waits for any kick callback in flight and none runs after
+ * it, so the adapter is no longer used. (A kick signals a kernel thread
+ * id: one sent after its thread ended finds no thread.) vsched_vm_destroy()
  * destroys the vCPU too: detaching after it is valid (the adapter keeps its
  * own copy of the VM's allocator, whose functions and ctx must still work).
  * @return 0 or VSCHED_EINVAL. Context: any thread, after that destroy.
