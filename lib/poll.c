@@ -11,7 +11,7 @@
 #define COST_MAX (UINT64_C(1) << 32)
 /* ADAPTIVE against its incumbent prices its candidates on one halt in
  * this many (lib/poll.c, adaptive_choose_budget()). */
-#define CHOOSE_EVERY 4
+#define CHOOSE_EVERY 16
 #define CHOOSE_EARLY 64
 #define BUCKET0_SHIFT 8 /* bucket 0: [0, 512); bucket i: [2^(8+i), 2^(9+i)) */
 

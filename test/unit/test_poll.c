@@ -5,6 +5,10 @@
 
 #include "common.h"
 
+/* lib/poll.c's cadence: past a sleeper's first 64 halts ADAPTIVE prices
+ * its candidates on one halt in this many (doc/policies.md). */
+#define CHOOSE_EVERY 16
+
 static uint64_t halt(const struct vsched_poll_params *p,
 		     struct vsched_poll_state *s, uint64_t halt_ns, bool valid)
 {
@@ -129,21 +133,22 @@ static void test_adaptive_follows_distribution(void **state)
 	p.latency_weight = 0;
 	p.cpu_budget_pct = 0;
 	/* (past its first 64 halts the budget rule prices its candidates on
-	 * one halt in 4) */
-	for (int i = 0; i < 4; i++)
-		w = halt(&p, &s, 3000, true);
+	 * one halt in CHOOSE_EVERY: these loops run that many halts of the
+	 * same bimodal mix, so that one pricing sees the new params) */
+	for (int i = 0; i < CHOOSE_EVERY; i++)
+		w = halt(&p, &s, i % 2 ? 3000 : 2000000, true);
 	assert_int_equal(w, 0);
 	/* A sleep's CPU taken as 5 us before the engine has measured one:
 	 * polling the 3 us half saves 2 us a halt there and wastes the window
 	 * on every 2 ms halt, so the least CPU is sleeping. */
 	p.sleep_cpu_ns = 0;
-	for (int i = 0; i < 4; i++)
-		w = halt(&p, &s, 3000, true);
+	for (int i = 0; i < CHOOSE_EVERY; i++)
+		w = halt(&p, &s, i % 2 ? 3000 : 2000000, true);
 	assert_int_equal(w, 0);
 	/* With sleeps of 20 us it polls the fast half. */
 	p.sleep_cpu_ns = 20000;
-	for (int i = 0; i < 4; i++)
-		w = halt(&p, &s, 3000, true);
+	for (int i = 0; i < CHOOSE_EVERY; i++)
+		w = halt(&p, &s, i % 2 ? 3000 : 2000000, true);
 	assert_true(w >= 3000 && w <= 8192);
 }
 
