@@ -111,13 +111,19 @@ static void read_rank_rows(struct vsched_vcpu_stats *snap,
 					rd(v, &srcs[i], r);
 }
 
+void vsched__sleeper_rows(const struct vsched__sleeper *s,
+			  struct vsched_vcpu_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	read_rows(out, FROM_SLEEPER, s);
+}
+
 void vsched__sleeper_halt_stats(const struct vsched__sleeper *s,
 				struct vsched_halt_stats *out)
 {
 	struct vsched_vcpu_stats snap;
 
-	memset(&snap, 0, sizeof(snap));
-	read_rows(&snap, FROM_SLEEPER, s);
+	vsched__sleeper_rows(s, &snap);
 	memcpy(out, &snap.halt, sizeof(*out));
 }
 

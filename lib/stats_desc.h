@@ -94,4 +94,10 @@ struct vsched__sleeper;
 void vsched__sleeper_halt_stats(const struct vsched__sleeper *s,
 				struct vsched_halt_stats *out);
 
+/* All the SLEEPER rows (those above and spurious_wakeups,
+ * halt_poll_fd_checks, halt_poll_contended) of `s` into `out`, zeroed
+ * first; halt.halt_wakeup is 0, as above. For a waiter's counters. */
+void vsched__sleeper_rows(const struct vsched__sleeper *s,
+			  struct vsched_vcpu_stats *out);
+
 #endif /* VSCHED__STATS_DESC_H */

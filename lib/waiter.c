@@ -178,3 +178,21 @@ int vsched_waiter_stats(const struct vsched_waiter *w,
 	out->halt_wakeup = atomic_load_explicit(&w->wakeups, memory_order_relaxed);
 	return 0;
 }
+
+int vsched_waiter_read_stats(const struct vsched_waiter *w,
+			     struct vsched_waiter_stats *out)
+{
+	struct vsched_vcpu_stats rows;
+	struct vsched_waiter_stats snap = { .size = sizeof(snap) };
+
+	if (!w || !out)
+		return VSCHED_EINVAL;
+	vsched__sleeper_rows(&w->sl, &rows);
+	snap.halt = rows.halt;
+	snap.halt.halt_wakeup = atomic_load_explicit(&w->wakeups, memory_order_relaxed);
+	snap.spurious_wakeups = rows.spurious_wakeups;
+	snap.halt_poll_fd_checks = rows.halt_poll_fd_checks;
+	snap.halt_poll_contended = rows.halt_poll_contended;
+	/* The extensible-struct rule (lib/abi.h). */
+	return vsched__struct_out(out, &snap, sizeof(snap));
+}

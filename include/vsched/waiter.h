@@ -146,6 +146,36 @@ VSCHED_API int vsched_waiter_fd_del(struct vsched_waiter *w, int fd);
 VSCHED_API int vsched_waiter_stats(const struct vsched_waiter *w,
 				   struct vsched_halt_stats *out);
 
+/** All of a waiter's counters: struct vsched_halt_stats and those it has no
+ * room for. Zero-initialise, then set `size`. Added in 0.3. */
+struct vsched_waiter_stats {
+	/** sizeof(struct vsched_waiter_stats). */
+	size_t size;
+	/** What vsched_waiter_stats() returns. */
+	struct vsched_halt_stats halt;
+	/** Sleeps that returned with nothing to do before the deadline (as
+	 * struct vsched_vcpu_stats' spurious_wakeups). */
+	uint64_t spurious_wakeups;
+	/** Non-blocking checks of the registered fds made while polling
+	 * (their time is part of the poll time); doorbell fds are never
+	 * checked while polling (<vsched/block.h>). */
+	uint64_t halt_poll_fd_checks;
+	/** Waits whose polling the host-contention back-off skipped or
+	 * stopped (<vsched/block.h>). */
+	uint64_t halt_poll_contended;
+};
+
+/**
+ * Copy all of a waiter's counters, each read atomically (the set is not
+ * one atomic snapshot while the waiter runs).
+ * @return 0, VSCHED_EINVAL (NULL, or `size` too small to hold `size`).
+ * A caller's struct shorter than this version's gets the members it
+ * holds, a longer one zeros past them. Any thread, until
+ * vsched_waiter_destroy(). Added in 0.3.
+ */
+VSCHED_API int vsched_waiter_read_stats(const struct vsched_waiter *w,
+					struct vsched_waiter_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

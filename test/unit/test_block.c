@@ -450,6 +450,24 @@ static void test_generic_waiter(void **state)
 	assert_int_equal(vsched_waiter_kick(NULL), VSCHED_EINVAL);
 	assert_int_equal(vsched_waiter_fd_add(NULL, 0, EPOLLIN, 0), VSCHED_EINVAL);
 	assert_int_equal(vsched_waiter_stats(NULL, &hs), VSCHED_EINVAL);
+	/* The sized reader: NULLs and a size that cannot hold `size` are
+	 * refused; an older, shorter struct gets what it holds and no more. */
+	struct {
+		struct vsched_waiter_stats ws;
+		uint64_t guard;
+	} big;
+	memset(&big, 0xa5, sizeof(big));
+	big.ws.size = offsetof(struct vsched_waiter_stats, spurious_wakeups);
+	assert_int_equal(vsched_waiter_read_stats(the_waiter, &big.ws), 0);
+	assert_int_equal(big.ws.size, offsetof(struct vsched_waiter_stats, spurious_wakeups));
+	assert_int_equal(big.ws.halt.halt_wakeup, 1);
+	assert_int_equal(big.ws.spurious_wakeups, 0xa5a5a5a5a5a5a5a5ull);
+	assert_int_equal(big.guard, 0xa5a5a5a5a5a5a5a5ull);
+	big.ws.size = sizeof(size_t) - 1;
+	assert_int_equal(vsched_waiter_read_stats(the_waiter, &big.ws), VSCHED_EINVAL);
+	big.ws.size = sizeof(big.ws);
+	assert_int_equal(vsched_waiter_read_stats(NULL, &big.ws), VSCHED_EINVAL);
+	assert_int_equal(vsched_waiter_read_stats(the_waiter, NULL), VSCHED_EINVAL);
 	assert_int_equal(vsched_waiter_destroy(NULL), VSCHED_EINVAL);
 	assert_int_equal(vsched_waiter_destroy(the_waiter), 0);
 	vsched_vm_destroy(vm);
@@ -1485,11 +1503,19 @@ static void test_doorbell_fd(void **state)
 			 VSCHED_WAKE_DEADLINE);
 	assert_true(res.poll_ns > 0);
 	assert_int_equal(res.fd_checks, 0);
-	/* A plain fd beside it is (every VSCHED_FD_CHECK_NS). */
+	struct vsched_waiter_stats ws = { .size = sizeof(ws) };
+	assert_int_equal(vsched_waiter_read_stats(w, &ws), 0);
+	assert_int_equal(ws.halt_poll_fd_checks, 0);
+	/* A plain fd beside it is (every VSCHED_FD_CHECK_NS), and the
+	 * waiter's counters have every check of the wait. */
 	assert_int_equal(vsched_waiter_fd_add(w, plain, EPOLLIN, 2), 0);
 	assert_int_equal(vsched_waiter_wait(w, vsched_now_ns(vm) + 200000, &res),
 			 VSCHED_WAKE_DEADLINE);
 	assert_true(res.fd_checks > 0);
+	assert_int_equal(vsched_waiter_read_stats(w, &ws), 0);
+	assert_int_equal(ws.size, sizeof(ws));
+	assert_int_equal(ws.halt_poll_fd_checks, res.fd_checks);
+	assert_int_equal(ws.halt.halt_attempted_poll, 2);
 	assert_int_equal(vsched_waiter_fd_del(w, plain), 0);
 	atomic_store(&bell_asleep, 0);
 

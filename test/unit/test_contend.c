@@ -403,6 +403,10 @@ static void test_waiter_backs_off(void **state)
 	assert_int_equal(sleeps, 2);
 	assert_int_equal(vsched_waiter_stats(w, &hs), 0);
 	assert_int_equal(hs.halt_poll_vetoed, 1);
+	struct vsched_waiter_stats ws = { .size = sizeof(ws) };
+	assert_int_equal(vsched_waiter_read_stats(w, &ws), 0);
+	assert_int_equal(ws.halt.halt_poll_vetoed, 1);
+	assert_int_equal(ws.halt_poll_contended, 2); /* the cut poll, the skipped one */
 	/* Over: it polls and wins. */
 	h.now += MS;
 	reads = 0, post_at = 50, wready = false;
