@@ -1002,7 +1002,10 @@ static uint64_t wake_events(struct obj *o, uint64_t *calls)
 	uint64_t n = atomic_load(&futex_wakes), sp = 0;
 	*calls = n + atomic_load(&o->wake_calls);
 	if (o->is_waiter) {
-		vsched_waiter_stats(o->w, &h);
+		struct vsched_waiter_stats ws = { .size = sizeof(ws) };
+		vsched_waiter_read_stats(o->w, &ws);
+		h = ws.halt;
+		sp = ws.spurious_wakeups;
 	} else {
 		struct vsched_vcpu_stats st = { .size = sizeof(st) };
 		vsched_vcpu_read_stats(o->v, &st);
