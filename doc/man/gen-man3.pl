@@ -211,7 +211,8 @@ push @{ $byheader{$_->{header}} }, $_->{name} for @funcs;
 sub page {
 	my ($f, $d) = @_;
 	my $name = $f->{name};
-	my $kvm = $f->{header} eq 'vsched/kvm.h';
+	# <vsched/kvm.h> and <vsched/kvmgov.h> are libvsched-kvm's.
+	my $kvm = $f->{header} =~ m{^vsched/kvm(?:gov)?\.h$};
 	my $lib = $kvm ? 'vsched-kvm' : 'vsched';
 	(my $brief = (sentences($d->{desc}))[0] // $name) =~ s/\s+/ /g;
 	$brief =~ s/\.$//;
