@@ -219,6 +219,9 @@ sub page {
 	# A whatis line, not a paragraph: a long first sentence is cut before
 	# its first parenthesis or colon.
 	$brief =~ s/^(.{10,}?)(?: \(|: ).*/$1/ if length($brief) > 70;
+	# A first sentence that ends inside a parenthesis (at its ";"): cut
+	# before that parenthesis too.
+	$brief =~ s/^(.{10,}?) \([^)]*$/$1/;
 	$brief = inline($brief);
 	$brief =~ s/\\f[BIR]//g;
 	my @p;
