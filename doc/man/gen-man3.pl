@@ -211,13 +211,17 @@ push @{ $byheader{$_->{header}} }, $_->{name} for @funcs;
 sub page {
 	my ($f, $d) = @_;
 	my $name = $f->{name};
-	my $kvm = $f->{header} eq 'vsched/kvm.h';
+	# <vsched/kvm.h> and <vsched/kvmgov.h> are libvsched-kvm's.
+	my $kvm = $f->{header} =~ m{^vsched/kvm(?:gov)?\.h$};
 	my $lib = $kvm ? 'vsched-kvm' : 'vsched';
 	(my $brief = (sentences($d->{desc}))[0] // $name) =~ s/\s+/ /g;
 	$brief =~ s/\.$//;
 	# A whatis line, not a paragraph: a long first sentence is cut before
 	# its first parenthesis or colon.
 	$brief =~ s/^(.{10,}?)(?: \(|: ).*/$1/ if length($brief) > 70;
+	# A first sentence that ends inside a parenthesis (at its ";"): cut
+	# before that parenthesis too.
+	$brief =~ s/^(.{10,}?) \([^)]*$/$1/;
 	$brief = inline($brief);
 	$brief =~ s/\\f[BIR]//g;
 	my @p;
