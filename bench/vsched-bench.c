@@ -72,13 +72,21 @@ int main(int argc, char **argv)
 	}
 	if (opt_runs < 1 || opt_runs > MAX_RUNS)
 		opt_runs = 5;
+	unsigned ran = 0;
 	for (unsigned i = 0; i < NBENCH; i++) {
 		const struct bench *b = benches[i];
 		if (!strcmp(which, b->name) || (b->in_all && !strcmp(which, "all"))) {
 			int rc = b->run();
 			if (rc)
 				return rc;
+			ran++;
 		}
+	}
+	/* A name that is no benchmark (a typo) ran nothing: not a success. */
+	if (!ran) {
+		fprintf(stderr, "vsched-bench: no benchmark %s\n", which);
+		usage(argv[0]);
+		return 2;
 	}
 	return 0;
 }

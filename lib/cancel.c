@@ -37,6 +37,13 @@ int vsched_cancel_policy_parse(const char *name)
 	return VSCHED_EINVAL;
 }
 
+/* The ADAPTIVE estimates (est_read, est_spur, n_checked, n_stale) have one
+ * writer, the vCPU thread, and a reader on any thread,
+ * vsched_timer_read_stats(): each is stored whole (relaxed atomic store of
+ * a value computed from the writer's own plain reads) and loaded whole. */
+#define PUT(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
+#define GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
 /* a x b, saturating: the costs are the caller's, up to 2^64 - 1 ns. */
 static uint64_t mul_sat(uint64_t a, uint64_t b)
 {
@@ -59,11 +66,15 @@ static void adapt(struct vsched_timer *t)
 static void observe(struct vsched_timer *t, bool stale)
 {
 	/* Decaying counts (x256), half-life ~ 45 observations. */
-	t->n_checked -= t->n_checked >> 6;
-	t->n_stale -= t->n_stale >> 6;
-	t->n_checked += 256;
+	uint32_t checked = t->n_checked, nstale = t->n_stale;
+
+	checked -= checked >> 6;
+	nstale -= nstale >> 6;
+	checked += 256;
 	if (stale)
-		t->n_stale += 256;
+		nstale += 256;
+	PUT(t->n_checked, checked);
+	PUT(t->n_stale, nstale);
 }
 
 int vsched_timer_report_spurious(struct vsched_timer *t, uint64_t cost_ns)
@@ -72,11 +83,11 @@ int vsched_timer_report_spurious(struct vsched_timer *t, uint64_t cost_ns)
 		return VSCHED_EINVAL;
 	vsched__count(&t->st.stale_delivered);
 	/* The delivery was observed as fresh; it was stale after all. */
-	t->n_stale += 256;
-	if (t->n_stale > t->n_checked)
-		t->n_stale = t->n_checked;
+	uint32_t nstale = t->n_stale + 256;
+
+	PUT(t->n_stale, nstale > t->n_checked ? t->n_checked : nstale);
 	if (cost_ns)
-		t->est_spur = t->est_spur - t->est_spur / 8 + cost_ns / 8;
+		PUT(t->est_spur, t->est_spur - t->est_spur / 8 + cost_ns / 8);
 	if (t->cancel == VSCHED_CANCEL_ADAPTIVE)
 		adapt(t);
 	return 0;
@@ -137,7 +148,7 @@ bool vsched__timer_filter(struct vsched_vcpu *v, unsigned r)
 			      atomic_load_explicit(&t->st.read_ns, memory_order_relaxed) +
 				      took,
 			      memory_order_relaxed);
-	t->est_read = t->est_read - t->est_read / 8 + took / 8;
+	PUT(t->est_read, t->est_read - t->est_read / 8 + took / 8);
 	if (rc) {
 		adapt(t);
 		goto deliver;
@@ -183,10 +194,12 @@ int vsched_timer_read_stats(const struct vsched_timer *t, struct vsched_timer_st
 	o->state_reads = atomic_load(&t->st.reads);
 	o->state_read_ns = atomic_load(&t->st.read_ns);
 	o->adaptive_reading = atomic_load(&t->st.reading);
-	o->est_read_ns = t->est_read;
-	o->est_spurious_ns = t->est_spur;
-	o->est_stale_permille = t->n_checked ? (unsigned)((uint64_t)t->n_stale * 1000 /
-							  t->n_checked)
-					     : 0;
+	o->est_read_ns = GET(t->est_read);
+	o->est_spurious_ns = GET(t->est_spur);
+	const uint64_t checked = GET(t->n_checked), nstale = GET(t->n_stale);
+	/* Loaded apart: a decay between the two loads may leave the stale
+	 * count above the checked one. */
+	o->est_stale_permille = !checked ? 0 : nstale >= checked ? 1000
+					 : (unsigned)(nstale * 1000 / checked);
 	return 0;
 }

@@ -20,7 +20,9 @@ struct vsched_timer {
 	struct vsched_timer *_Atomic vm_next;
 	unsigned kind, rank, semantics, cancel;
 	char name[16];
-	/* vCPU thread: ADAPTIVE estimates */
+	/* ADAPTIVE estimates: written by the vCPU thread, stored and loaded
+	 * whole (lib/cancel.c), as vsched_timer_read_stats() reads them on
+	 * any thread */
 	uint64_t est_read, est_spur;
 	uint32_t n_checked, n_stale; /* decayed counts, fixed point x 256 */
 	bool reading;

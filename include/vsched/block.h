@@ -204,7 +204,10 @@ struct vsched_block_result {
  * @param result what happened (may be NULL).
  * @return enum vsched_wake_reason, or VSCHED_EINVAL, VSCHED_EDESTROYED,
  * VSCHED_ESTATE (not OUTSIDE_GUEST, or called from the hooks of a block
- * in progress).
+ * in progress), or the negative errno of a sleep that failed (the futex
+ * wait's or epoll_pwait's: -EPERM from a seccomp filter, -EFAULT ...;
+ * or what a custom `wait` returned besides 0, -ETIMEDOUT and -EINTR),
+ * returned at once rather than retried.
  * States (lib/contract.h): OUTSIDE_GUEST only.
  * Context: the vCPU's own thread, outside guest mode. Pairs with the barrier
  * in vsched_post() and vsched_vcpu_kick(). Syscalls: futex or epoll_pwait,
@@ -291,8 +294,9 @@ VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
  * doorbell (a pipe) vsched reads itself when it rings (reads of 512 bytes
  * until one is short), through a dup of its own made by fd_add (the
  * file stays open until fd_del: closing your number first and reusing it
- * for another file never makes vsched read that file). It must be
- * O_NONBLOCK (else fd_add refuses it, VSCHED_EINVAL). vsched never
+ * for another file never makes vsched read that file). Every doorbell,
+ * an eventfd too, must be O_NONBLOCK and added with EPOLLIN alone (else
+ * fd_add refuses it, VSCHED_EINVAL). vsched never
  * reports a ring: it only makes the owner look at its condition (a
  * waiter's cond, a vCPU's requests and event) again, and return for
  * that, or sleep again when the ring was left over
@@ -311,7 +315,8 @@ VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
 /** Remove a wake-source fd (also one already closed: its slot is freed and
  * the kernel's -EBADF or -ENOENT returned; the epoll set is then rebuilt
  * under its number, dropping a registration that a dup of the closed file
- * kept). @return 0, VSCHED_EINVAL, -ENOENT, -EBADF, VSCHED_ESTATE,
+ * kept). @return 0, VSCHED_EINVAL (NULL, a negative fd, or no fd was ever
+ * added), -ENOENT (`fd` is not registered), -EBADF, VSCHED_ESTATE,
  * VSCHED_EDESTROYED, or another negative errno when that rebuild failed
  * (-EMFILE, -ENOMEM: nothing changed, call it again). States as
  * vsched_vcpu_fd_add(). Context: the vCPU's thread, or before the vCPU runs.

@@ -141,8 +141,8 @@ VSCHED_API int vsched_kvm_signal_install(int signo);
  * comes late, after that thread ended, fails with nothing signalled, so a
  * thread that ran the vCPU may be joined while the vCPU lives on. The
  * adapter is allocated with the VM's allocator.
- * @return 0, VSCHED_EINVAL (NULL, bad size, bad signal: as
- * vsched_kvm_signal_install()), VSCHED_ENOHANDLER
+ * @return 0, VSCHED_EINVAL (NULL, a negative vcpu_fd, bad size, bad
+ * signal: as vsched_kvm_signal_install()), VSCHED_ENOHANDLER
  * (the signal has no handler) or VSCHED_ENOMEM.
  * Context: any thread, before the vCPU runs.
  */
@@ -235,7 +235,7 @@ VSCHED_API int vsched_kvm_queue_nmi(struct vsched_kvm_vcpu *kv);
 
 /**
  * True when an interrupt is queued and not yet injected, or an NMI was
- * queued since the last entry. vCPU thread.
+ * queued since the last entry; false for NULL. vCPU thread.
  */
 VSCHED_API bool vsched_kvm_irq_owed(const struct vsched_kvm_vcpu *kv);
 

@@ -254,9 +254,12 @@ VSCHED_API int vsched_kvm_gov_read_stats(const struct vsched_kvm_gov *gov,
 					 struct vsched_kvm_gov_stats *out);
 
 /**
- * Write the counters as `name value` lines (VSCHED_STATS_TEXT) or one JSON
- * object (VSCHED_STATS_JSON), names as in struct vsched_kvm_gov_stats.
- * @return 0, VSCHED_EINVAL or -EIO. Context: any thread.
+ * Write the counters as `kvm_gov.name value` lines (VSCHED_STATS_TEXT) or
+ * one JSON object (VSCHED_STATS_JSON), names as in struct
+ * vsched_kvm_gov_stats. The stream is flushed, so that a failed write is
+ * this call's error.
+ * @return 0, VSCHED_EINVAL, or -EIO when writing or flushing failed (or the
+ * stream's error indicator was already set). Context: any thread.
  */
 VSCHED_API int vsched_kvm_gov_stats_write(const struct vsched_kvm_gov *gov,
 					  FILE *f, unsigned format);

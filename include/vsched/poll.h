@@ -121,7 +121,7 @@ struct vsched_poll_params {
 	unsigned latency_weight;
 	/**
 	 * ADAPTIVE: history decay, each halt weighs 1/2^decay_shift (default
-	 * 6: about the last 64 halts).
+	 * 6: about the last 64 halts; at most 15).
 	 */
 	unsigned decay_shift;
 	/**
@@ -154,8 +154,8 @@ struct vsched_poll_params {
 	 * whose deadline is no farther than cpu_budget_pct of a sleep's CPU
 	 * (measured, or sleep_cpu_ns), less a sixteenth, polls to it instead
 	 * of sleeping (on the VM's default clock and wait or with fds,
-	 * unless vetoed as a poll window is; block.h). A struct whose size
-	 * ends before it gets the default. Added in 0.3.
+	 * unless vetoed as a poll window is; block.h). At most 100. A struct
+	 * whose size ends before it gets the default. Added in 0.3.
 	 */
 	unsigned spin_pct;
 	/**
@@ -281,7 +281,8 @@ VSCHED_API int vsched_poll_init(const struct vsched_poll_params *p,
 				struct vsched_poll_state *s);
 
 /**
- * The window to poll for in the next halt (0: sleep at once).
+ * The window to poll for in the next halt (0: sleep at once; also for a
+ * NULL state or parameters that vsched_poll_init() refuses).
  * Context: the state's owner thread.
  */
 VSCHED_API uint64_t vsched_poll_window(const struct vsched_poll_params *p,
@@ -305,7 +306,9 @@ VSCHED_API int vsched_poll_update(const struct vsched_poll_params *p,
  * Set a VM's policy. Takes effect at each vCPU's next halt, while vCPUs
  * run, poll and block; per-vCPU state restarts. The old parameters are freed
  * after an RCU grace period.
- * @return 0, VSCHED_EINVAL (NULL, bad size or policy) or VSCHED_ENOMEM.
+ * @return 0, VSCHED_EINVAL (NULL, bad size or policy, or a field out of its
+ * range: decay_shift above 15, spin_pct above 100, cpu_budget_pct above
+ * 10000, contention above VSCHED_CONTENTION_SAMPLED) or VSCHED_ENOMEM.
  * Context: any thread that is not inside vsched on this VM's vCPUs.
  * Syscalls (the grace period, liburcu-bp's synchronize_rcu): membarrier,
  * futex, sched_yield, and mmap/munmap on its first use in the thread;
@@ -323,7 +326,8 @@ struct vsched_vcpu;
  * restarts (and does not restart when the VM's policy changes meanwhile).
  * The same RCU scheme as vsched_vm_set_poll(). The guest's poll control
  * (vsched_vcpu_set_guest_poll()) still vetoes polling on top of it.
- * @return 0, VSCHED_EINVAL (NULL vcpu, bad size or policy), VSCHED_ENOMEM
+ * @return 0, VSCHED_EINVAL (NULL vcpu, or `p` refused as by
+ * vsched_vm_set_poll()), VSCHED_ENOMEM
  * or VSCHED_EDESTROYED. States: any but DESTROYED.
  * Context: any thread but the vCPU's own while it is inside vsched.
  * Syscalls: as vsched_vm_set_poll() when it replaces a policy of the

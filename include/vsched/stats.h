@@ -34,7 +34,8 @@ struct vsched_kind_stats {
 	uint64_t payloads_delivered;
 };
 
-/** Buckets of the log2 histograms (bucket i: [2^(i-1), 2^i) ns; 0: 0). */
+/** Buckets of the log2 histograms (bucket i: [2^(i-1), 2^i) ns; 0: 0; the
+ * last, 31, also counts everything longer: [2^30, 2^64) ns). */
 #define VSCHED_HIST_BUCKETS 32
 
 /** Halt and poll counters, with KVM's names and meaning. */
@@ -131,7 +132,8 @@ enum vsched_stat_type {
 	 * read one too many while the vCPU services: see
 	 * vsched_vcpu_read_stats()). */
 	VSCHED_STAT_COUNTER = 0,
-	/** A log2 histogram: value i counts samples in [2^(i-1), 2^i). */
+	/** A log2 histogram: value i counts samples in [2^(i-1), 2^i) (the
+	 * last value: from 2^(VSCHED_HIST_BUCKETS-2) up). */
 	VSCHED_STAT_LOG2_HIST = 1,
 };
 

@@ -5,7 +5,7 @@
  *
  * ABI rule: within one VSCHED_VERSION_MAJOR, a public function never changes
  * its signature or meaning, and enums only grow at the end. Every public
- * struct is one of two kinds:
+ * struct is one of three kinds:
  *
  * - **Extensible**: it starts with `size` (configs, parameters, descriptors,
  *   stats and results: vsched_vm_config, vsched_poll_params,
@@ -19,11 +19,17 @@
  *   how much was written. A `size` above 4096 (a page, as Linux's openat2
  *   and clone3) is garbage, an uninitialised struct: refused either way
  *   before a byte behind the caller's struct is read or written.
- * - **Frozen**: the callback tables vsched_host_ops and vsched_allocator
- *   and the request descriptor vsched_request_desc never change layout
- *   within a major version (a hypervisor declares them in static tables,
- *   so they carry no `size`); a new callback or field comes in a new
- *   extensible struct of its own.
+ * - **Frozen**: the callback tables vsched_host_ops, vsched_allocator and
+ *   vsched_kvm_gov_ops and the request descriptor vsched_request_desc
+ *   never change layout within a major version (a hypervisor declares
+ *   them in static tables, so they carry no `size`); a new callback or
+ *   field comes in a new extensible struct of its own. So do the other
+ *   structs without `size`, which one side reads or writes whole:
+ *   vsched_poll_state, vsched_hwthread and vsched_payload (the caller's
+ *   memory), vsched_timer_stats and vsched_halt_stats (written whole by
+ *   vsched_timer_read_stats() and vsched_waiter_stats()), vsched_kind_stats
+ *   (an array in vsched_vcpu_stats), and the library's constant tables
+ *   vsched_stat_desc, vsched_profile and vsched_profile_kind.
  * - **Hot layout**: the first two cache lines of every vCPU (struct
  *   vsched_vcpu_hot in <vsched/inline.h>: the pending word, the mode word
  *   and its encoding, the entry count, the kind-to-rank table), which the

@@ -868,5 +868,9 @@ int vsched_kvm_gov_stats_write(const struct vsched_kvm_gov *g, FILE *f,
 #undef GOV_WRITE
 	if (json)
 		bad |= fputs("}\n", f) < 0;
+	/* What is still in the stream's buffer has not been written: flush,
+	 * so that a failed write is this call's error (as
+	 * vsched_vcpu_stats_write()). */
+	bad |= fflush(f) != 0 || ferror(f);
 	return bad ? -EIO : 0;
 }
