@@ -52,13 +52,15 @@ struct vsched__mean {
  * its deadline; how far short of the lateness they aim (ns) and the mean
  * spin that left (ns a sleep); which kind the next sampled one is and
  * whether early ones are dearer (`dear`); its timed waits, counted to
- * sample them, and the samples it started while it learnt (`tries`: a
- * waker may end every one of them). */
+ * sample them, the samples it started while it learnt (`tries`: a
+ * waker may end every one of them), and the samples taken since it
+ * learnt that left its verdict as it was (`stable`, up to
+ * CPU_SAMPLE_STABLE: its sampling backs off). */
 struct vsched__late {
 	struct vsched__median late;
 	struct vsched__mean cpu_early, cpu_plain;
 	uint32_t keep, spin;
-	uint16_t waits, tries;
+	uint16_t waits, tries, stable;
 	bool probe_plain, dear;
 };
 

@@ -33,7 +33,9 @@
  * 500 us-1 ms, and 2.3x at 50 us on the timerfd). spin_pct 100 aims
  * before the deadline and polls to one it cannot make (block.c's
  * short_wait()). Only a timeout the sleep asked for is learnt and
- * finished on the CPU; a spurious return, a signal or an error never is. */
+ * finished on the CPU; a spurious return, a signal or an error never is,
+ * nor the plain sleep of a dear class that is not a CPU sample (its
+ * class's early samples keep its lateness). */
 /* vsched__kernel_deadline(), but an injected clock that stood still since
  * the last conversion (the same reading, the same deadline: a paused
  * guest's clock) gets twice the last interval (vsched__still_next()): no
@@ -97,10 +99,15 @@ static bool dear(struct vsched__late *l, unsigned budget)
 {
 	uint64_t e = l->cpu_early.est, lim = (uint64_t)budget * l->cpu_plain.est;
 
+	bool d;
+
 	if (l->cpu_early.n < CPU_MEAN_N || l->cpu_plain.n < CPU_MEAN_N)
 		return false;
-	l->dear = 3200 * e > (l->dear ? DEAR_BELOW : DEAR_ABOVE) * lim;
-	return l->dear;
+	d = 3200 * e > (l->dear ? DEAR_BELOW : DEAR_ABOVE) * lim;
+	if (d != l->dear)
+		l->stable = 0; /* sample it at the fed rate again */
+	l->dear = d;
+	return d;
 }
 
 /* Plan a sleep due at `kd`: early by its class's lateness (of the time
@@ -143,13 +150,25 @@ static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 		bool learning = (l->cpu_early.n < CPU_MEAN_N || l->cpu_plain.n < CPU_MEAN_N) &&
 				l->tries < CPU_SAMPLE_TRIES;
 
-		if (!s->cpu0 && !(++l->waits % (learning ? CPU_SAMPLE_HUNGRY : CPU_SAMPLE_FED))) {
+		unsigned every = learning ? CPU_SAMPLE_HUNGRY
+				 : l->stable < CPU_SAMPLE_STABLE ? CPU_SAMPLE_FED
+								 : CPU_SAMPLE_SETTLED;
+
+		if (!s->cpu0 && !(++l->waits % every)) {
 			vsched__sample_start(s);
 			s->cpu_whole = true;
 			l->tries += learning;
 		}
-		if (s->cpu0 ? l->probe_plain : dear(l, s->params.cpu_budget_pct))
+		if (s->cpu0) {
+			if (l->probe_plain)
+				return;
+		} else if (dear(l, s->params.cpu_budget_pct)) {
+			/* Plain by the verdict, unsampled: nothing to learn
+			 * (its early samples learn the lateness they aim
+			 * by) and nothing to spin: no early_wakeup(). */
+			p->late = NULL;
 			return;
+		}
 	}
 	p->asked = kd - by;
 }
@@ -175,7 +194,9 @@ static void mean_add(struct vsched__mean *m, uint64_t x)
 /* A sampled timed wait (planned in class `l`, `early` or plain) reached
  * its deadline: its thread CPU, spins and sleeps again included, is its
  * kind's sample (a plain one's is the sleeper's cost of a sleep too), and
- * the class's next sample is of the other kind (dear()). */
+ * the class's next sample is of the other kind (dear()). Once the class
+ * has learnt, a sample that leaves its verdict as it was counts toward
+ * its back-off (`stable`, plan_sleep()). */
 static void learn_timed(struct vsched__sleeper *s, struct vsched__late *l, bool early)
 {
 	uint64_t c = early ? vsched__sample_cpu(s) : vsched__learn_sleep_cpu(s);
@@ -184,6 +205,12 @@ static void learn_timed(struct vsched__sleeper *s, struct vsched__late *l, bool 
 		return;
 	mean_add(early ? &l->cpu_early : &l->cpu_plain, c);
 	l->probe_plain = early;
+	if (l->cpu_early.n >= CPU_MEAN_N && l->cpu_plain.n >= CPU_MEAN_N) {
+		bool was = l->dear;
+
+		if (dear(l, s->params.cpu_budget_pct) == was && l->stable < CPU_SAMPLE_STABLE)
+			l->stable++;
+	}
 }
 
 uint64_t vsched__plain_cost(const struct vsched__sleeper *s, uint64_t left)

@@ -50,13 +50,19 @@
  * out wrong in about one bench run in three); sampled in one of
  * CPU_SAMPLE_HUNGRY of the class's timed waits until then (for
  * CPU_SAMPLE_TRIES samples started at most) and one of CPU_SAMPLE_FED
- * after (three clock syscalls a sample: ~1 us a wait, then ~0.13 us,
- * here). Early ones become dear above DEAR_ABOVE/32 of the
- * budget (cpu_budget_pct of the plain ones' CPU), and pay again below
- * DEAR_BELOW/32 of it. */
+ * after, until CPU_SAMPLE_STABLE samples in a row have left its verdict
+ * as it was; then one of CPU_SAMPLE_SETTLED, back to CPU_SAMPLE_FED when
+ * the verdict changes (a settled class still measures each kind once in
+ * 2 * CPU_SAMPLE_SETTLED of its waits, so that a change of the host's
+ * costs still turns it). Three clock syscalls a sample: ~1 us a wait,
+ * then ~0.13 us, then ~0.035 us, here. Early ones become dear above
+ * DEAR_ABOVE/32 of the budget (cpu_budget_pct of the plain ones' CPU),
+ * and pay again below DEAR_BELOW/32 of it. */
 #define CPU_MEAN_N 256
 #define CPU_SAMPLE_HUNGRY 4
 #define CPU_SAMPLE_FED 32
+#define CPU_SAMPLE_STABLE 64
+#define CPU_SAMPLE_SETTLED 128
 #define CPU_SAMPLE_TRIES (3 * CPU_MEAN_N) /* started at the learning rate, at most */
 #define DEAR_ABOVE 34
 #define DEAR_BELOW 33
