@@ -414,7 +414,11 @@ poll_window(const struct target_ops *op, const struct target *t,
 	hl->attempted = true;
 	/* An injected clock may stand still (a paused guest's): a window
 	 * whose clock has not moved for STILL_PASSES passes ends, and the
-	 * halt sleeps (the sleep converts what is left of it). */
+	 * halt sleeps (the sleep converts what is left of it). One that
+	 * steps back (set back: a migration, a wall clock) takes the
+	 * window's end and its next look back with it: they would come as
+	 * much later as it stepped (the caller's and the timers' deadlines
+	 * stay where they are, in the VM's clock). */
 	uint64_t prev = hl->t0;
 	unsigned still = 0;
 	bool cut = false;
@@ -472,8 +476,16 @@ poll_window(const struct target_ops *op, const struct target *t,
 				}
 			}
 		}
-		if (VSCHED__UNLIKELY(now == prev)) {
-			if (++still >= STILL_PASSES) {
+		if (VSCHED__UNLIKELY(now <= prev)) {
+			if (now < prev) {
+				const uint64_t back = prev - now;
+
+				wend = wend > back ? wend - back : 0;
+				next_look = next_look > back ? next_look - back : 0;
+				end = wend < eff ? wend : eff;
+				prev = now;
+				still = 0;
+			} else if (++still >= STILL_PASSES) {
 				cut = true;
 				break;
 			}

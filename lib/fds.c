@@ -68,8 +68,11 @@ unsigned vsched__collect_ready(struct vsched__sleeper *s,
 		} else if (slot == SLOT_TFD && !s->tfd_looked) {
 			s->tfd_looked = true;
 		} else if (slot == SLOT_TFD) {
-			vsched__os_timer_at(&s->os, VSCHED_DEADLINE_NONE);
-			s->tfd_at = VSCHED_DEADLINE_NONE;
+			/* A disarm that failed leaves it unknown: the next
+			 * sleep sets it. */
+			s->tfd_at = vsched__os_timer_at(&s->os, VSCHED_DEADLINE_NONE)
+					    ? TFD_UNKNOWN
+					    : VSCHED_DEADLINE_NONE;
 			s->tfd_looked = false;
 		}
 	}
@@ -361,6 +364,11 @@ int vsched_vcpu_fd_add(struct vsched_vcpu *v, int fd, uint32_t events,
 		return VSCHED_EINVAL;
 	if ((rc = vsched__vcpu_allowed(v, VSCHED__C_VCPU_FD_ADD)))
 		return rc;
+	/* Inside vsched_vcpu_block() the word says OUTSIDE_GUEST in its
+	 * looks and hooks: the tables must not change under them (a look's
+	 * event array, freed by a growth, would take the kernel's events). */
+	if (atomic_load_explicit(&v->sl.in_engine, memory_order_relaxed))
+		return VSCHED_ESTATE;
 	return vsched__sleeper_fd_add(&v->sl, fd, events, tag);
 }
 
@@ -372,6 +380,8 @@ int vsched_vcpu_fd_del(struct vsched_vcpu *v, int fd)
 		return VSCHED_EINVAL;
 	if ((rc = vsched__vcpu_allowed(v, VSCHED__C_VCPU_FD_DEL)))
 		return rc;
+	if (atomic_load_explicit(&v->sl.in_engine, memory_order_relaxed))
+		return VSCHED_ESTATE; /* as vsched_vcpu_fd_add() */
 	return vsched__sleeper_fd_del(&v->sl, fd);
 }
 

@@ -196,7 +196,7 @@ void vsched__os_drain(int fd)
 	(void)r; /* EAGAIN: nothing to reset */
 }
 
-void vsched__os_timer_at(const struct vsched__os_set *o, uint64_t deadline_ns)
+int vsched__os_timer_at(const struct vsched__os_set *o, uint64_t deadline_ns)
 
 {
 	struct itimerspec its = { 0 };
@@ -209,5 +209,5 @@ void vsched__os_timer_at(const struct vsched__os_set *o, uint64_t deadline_ns)
 		if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
 			its.it_value.tv_nsec = 1;
 	}
-	timerfd_settime(o->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+	return timerfd_settime(o->tfd, TFD_TIMER_ABSTIME, &its, NULL) ? -errno : 0;
 }

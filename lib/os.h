@@ -95,7 +95,8 @@ void vsched__os_drain(int fd);
  * caller reports it instead of taking it for a ring. */
 bool vsched__os_drain_all(int fd);
 /* Arm the set's timerfd at an absolute CLOCK_MONOTONIC deadline
- * (VSCHED_DEADLINE_NONE disarms). */
-void vsched__os_timer_at(const struct vsched__os_set *o, uint64_t deadline_ns);
+ * (VSCHED_DEADLINE_NONE disarms). 0, or -errno (a seccomp filter's errno,
+ * a timerfd closed under the library: the timer is not armed). */
+int vsched__os_timer_at(const struct vsched__os_set *o, uint64_t deadline_ns);
 
 #endif /* VSCHED__OS_H */

@@ -342,6 +342,10 @@ int vsched__arm(struct vsched__sleeper *s, uint32_t blocked)
 	return 0;
 }
 
+/* An absolute CLOCK_MONOTONIC timeout of ~584 years of uptime: a timed
+ * futex wait that never times out (vsched__sleep_futex()). */
+#define FUTEX_NEVER (VSCHED_DEADLINE_NONE - 1)
+
 int vsched__sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
 		       uint64_t deadline)
 {
@@ -362,11 +366,20 @@ int vsched__sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
 		 * less the learnt lateness, then spin on the word until the
 		 * deadline: the sleep ends about on time without changing the
 		 * thread's slack. */
-		if (kernel)
+		if (kernel) {
 			plan_sleep(s, &p, kernel_dl(s, deadline),
 				   LATE_FUTEX, exact);
-		else
+			/* No deadline: one the kernel never reaches (it
+			 * saturates), so that a signal handler interrupts the
+			 * wait with or without SA_RESTART, as it does a timed
+			 * one and epoll_pwait. Linux restarts an untimed
+			 * FUTEX_WAIT after an SA_RESTART handler, and the
+			 * signal would go unreported on this path alone. */
+			if (p.asked == VSCHED_DEADLINE_NONE)
+				p.asked = FUTEX_NEVER;
+		} else {
 			p = (struct plan){ .kd = deadline, .asked = deadline };
+		}
 		if (p.late && s->cpu0 && !sampled) {
 			sampled = p.late;
 			early = p.asked != p.kd;
@@ -415,14 +428,33 @@ int vsched__sleep_futex(struct vsched__sleeper *s, uint32_t blocked,
 
 /* Arm the sleep's timerfd at `at` (CLOCK_MONOTONIC; NONE disarms) unless
  * it is set there already and has not fired: an I/O thread that sleeps
- * without a deadline, or again to the same one, makes no timerfd syscall. */
-static void timer_at(struct vsched__sleeper *s, uint64_t at)
+ * without a deadline, or again to the same one, makes no timerfd syscall.
+ * 0, or the -errno of a timerfd_settime that failed (a seccomp filter's
+ * errno, the timerfd closed under the library): the timer is not set, so
+ * the sleep would wait past its deadline, and reports it instead, as it
+ * does the futex's and epoll_pwait's errors. */
+static int timer_at(struct vsched__sleeper *s, uint64_t at)
 {
+	int rc;
+
 	if (at == s->tfd_at && at != TFD_UNKNOWN)
-		return;
-	vsched__os_timer_at(&s->os, at);
+		return 0;
+	if ((rc = vsched__os_timer_at(&s->os, at))) {
+		s->tfd_at = TFD_UNKNOWN;
+		return rc;
+	}
 	s->tfd_at = at;
 	s->tfd_looked = false;
+	return 0;
+}
+
+/* A sleep armed at `blocked` whose timerfd could not be set (`rc`): leave
+ * BLOCKED and report it, or 0 when a waker won the word (look again). */
+static int timer_failed(struct vsched__sleeper *s, uint32_t blocked, int rc)
+{
+	if (vsched__mode_leave_blocked(s, blocked) != blocked)
+		return 0;
+	return rc;
 }
 
 /* The `n` events of one epoll_pwait: the kick eventfd's ring is consumed
@@ -471,7 +503,9 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 	plan_sleep(s, &p, kernel_dl(s, deadline), LATE_EPOLL, false);
 	sampled = s->cpu0 ? p.late : NULL;
 	early = p.asked != p.kd;
-	timer_at(s, p.asked);
+	int trc = timer_at(s, p.asked);
+	if (trc)
+		return timer_failed(s, blocked, trc);
 	for (;;) {
 		bool timer = false, bell = false;
 		/* Room for every registered fd: all ready ones are reported. */
@@ -497,7 +531,8 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 			if (!early_wakeup(s, blocked, &p)) {
 				/* Too early to spin: sleep again, to kd. */
 				plan_sleep(s, &p, p.kd, LATE_EPOLL, true);
-				timer_at(s, p.asked);
+				if ((trc = timer_at(s, p.asked)))
+					return timer_failed(s, blocked, trc);
 				continue;
 			}
 			/* The fds once more, as the sleep would have seen them
@@ -542,7 +577,8 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
 		if (timer) {
 			plan_sleep(s, &p, kernel_dl(s, deadline),
 				   LATE_EPOLL, false);
-			timer_at(s, p.asked);
+			if ((trc = timer_at(s, p.asked)))
+				return timer_failed(s, blocked, trc);
 		}
 		sampled = s->cpu0 ? p.late : NULL;
 		early = p.asked != p.kd;

@@ -46,7 +46,7 @@ static void program(struct vsched_timer_service *s)
 		 * CLOCK_MONOTONIC: with an injected clock the time left is
 		 * converted now; an expiry before the VM's clock reaches the
 		 * deadline fires nothing and programs it again. */
-		vsched__os_timer_at(&s->os, kernel_dl(s, v));
+		(void)vsched__os_timer_at(&s->os, kernel_dl(s, v));
 		if (atomic_load(&s->next) == v)
 			return;
 	}

@@ -138,10 +138,16 @@ struct vsched_block_result {
  * jump to make a sleeper look at once. A custom `wait` receives deadlines in
  * the VM's clock.
  *
- * A signal that interrupts the sleep (a handler installed without
- * SA_RESTART) always returns VSCHED_WAKE_SIGNAL, also when a post, a kick
- * or a timer re-arm woke the vCPU at the same time; a request that arrived
- * with it stays pending for the next service. A signal that arrives while
+ * A signal whose handler runs while the block sleeps returns
+ * VSCHED_WAKE_SIGNAL, with or without SA_RESTART (Linux restarts neither
+ * epoll_pwait nor a timed futex wait, and the futex sleep without a
+ * deadline is given one the kernel never reaches), also when a post, a
+ * kick or a timer re-arm woke the vCPU at the same time; a request that
+ * arrived with it stays pending for the next service. With fds
+ * registered, a stop and continue of the process (SIGSTOP, SIGCONT)
+ * returns it too, without a handler (epoll_pwait's EINTR, signal(7)). A
+ * custom `wait` is as it returns: its -EINTR is VSCHED_WAKE_SIGNAL. A
+ * signal that arrives while
  * the block polls (in user space: no syscall for it to interrupt) runs its
  * handler and the poll goes on; it is not reported. A handler that must
  * end the block posts a request kind of its own for the poll to see (not
@@ -267,8 +273,8 @@ VSCHED_API int vsched_vcpu_set_guest_poll(struct vsched_vcpu *vcpu, bool allow);
  * @return 0, VSCHED_EINVAL, VSCHED_EEXIST (fd already added), VSCHED_ENOMEM
  * (no memory for the tables, or the kernel's epoll limit
  * max_user_watches), another negative errno from the kernel, VSCHED_ESTATE
- * (the vCPU is inside vsched_vcpu_block(): this is not its thread) or
- * VSCHED_EDESTROYED.
+ * (the vCPU is inside vsched_vcpu_block(), its hooks included: this is
+ * not its thread, or a hook called it) or VSCHED_EDESTROYED.
  * States (lib/contract.h): OUTSIDE_GUEST, IN_GUEST, EXITING_GUEST.
  * Context: the vCPU's thread, or before the vCPU runs. Syscalls: the first
  * call epoll_create1, eventfd, timerfd_create; each epoll_ctl; a
