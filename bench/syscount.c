@@ -8,10 +8,11 @@
  * syscall()) are counted as the baselines' are, and so are its
  * sched_yield() and its reads of a CPU-time clock (clock_gettime of
  * CLOCK_THREAD_CPUTIME_ID and the like, which the vDSO never serves: the
- * engine times sampled sleeps with three of them; CLOCK_MONOTONIC reads
- * stay in the vDSO and are not counted). Each counts, then calls
- * the next definition (dlsym RTLD_NEXT: libc's, or a sanitizer runtime's
- * interceptor, which then calls libc's), about a nanosecond more.
+ * engine times sampled sleeps with two of them, three on a sleeper's
+ * first 16 samples; CLOCK_MONOTONIC reads stay in the vDSO and are not
+ * counted). Each counts, then calls the next definition (dlsym
+ * RTLD_NEXT: libc's, or a sanitizer runtime's interceptor, which then
+ * calls libc's), about a nanosecond more.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

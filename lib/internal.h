@@ -41,9 +41,11 @@ struct vsched__median {
 	uint8_t n;
 };
 /* A mean of CPU samples (lib/sleep.c, mean_add()): ns (0: no
- * sample yet) and samples (up to CPU_MEAN_N, then an EWMA of 1/CPU_MEAN_N). */
+ * sample yet), the same in 1/256 ns (what it is kept in: a step of
+ * 1/CPU_MEAN_N of a difference below CPU_MEAN_N ns is not lost) and
+ * samples (up to CPU_MEAN_N, then an EWMA of 1/CPU_MEAN_N). */
 struct vsched__mean {
-	uint32_t est;
+	uint32_t est, fx;
 	uint16_t n;
 };
 /* Timed sleeps of one mechanism and class of time left (lib/sleep.c): how
@@ -169,6 +171,7 @@ struct vsched__sleeper {
 	struct vsched__late late[2][VSCHED__LATE_CLASSES];
 	uint64_t cpu0;              /* a CPU sample's start (its arm, or its plan), or 0 */
 	uint64_t cpu_read;          /* what the read of cpu0 cost (vsched__sample_start()) */
+	unsigned cpu_reads_timed;   /* of the samples that timed it, up to CPU_READ_TIMED */
 	bool cpu_whole;             /* the sample counts only as a whole timed wait */
 	bool tfd_looked;            /* a look was handed the fired timerfd (lib/fds.c) */
 	uint64_t tfd_at;            /* the timerfd's expiry as last set */

@@ -24,13 +24,17 @@
  * its wakeups come after the deadline, by about that much, and those that
  * come before it spin for the rest. The spins may cost a sixteenth of a
  * sleep's CPU on average; where wakeups scatter more than that buys, the
- * sleeps aim later (`keep`). Two sleeps are plain, to the deadline, late:
- * one whose deadline the kernel cannot make however early it is asked,
- * and one of a class whose early waits cost more CPU than the params'
+ * sleeps aim later (`keep`). Three sleeps are plain, to the deadline,
+ * late: one whose deadline the kernel cannot make however early it is
+ * asked; one of a class whose early waits cost more CPU than the params'
  * cpu_budget_pct of its plain ones (dear()), as its sampled waits measure
  * them in turn, whole (learn_timed(): on a nested host a sleep's CPU
  * falls with its length, so the shorter early sleep costs 10-20% more at
- * 500 us-1 ms, and 2.3x at 50 us on the timerfd). spin_pct 100 aims
+ * 500 us-1 ms, and 2.3x at 50 us on the timerfd); and, at a budget of
+ * 100 or less, the unsampled waits of a class that has not measured both
+ * kinds yet (an early sleep is a bet on CPU not yet seen: the ~2,000
+ * waits of learning cost 1.1-1.2x clock_nanosleep's CPU at 100-500 us
+ * here when they bet early). spin_pct 100 aims
  * before the deadline and polls to one it cannot make (block.c's
  * short_wait()). Only a timeout the sleep asked for is learnt and
  * finished on the CPU; a spurious return, a signal or an error never is,
@@ -95,13 +99,18 @@ static uint64_t early_by(unsigned pct, const struct vsched__late *l,
  * to become dear and DEAR_BELOW/32 to stop being so), once CPU_MEAN_N of
  * each kind are measured (learn_timed()): then its timed waits sleep
  * plain, to the deadline. */
+static bool learnt(const struct vsched__late *l)
+{
+	return l->cpu_early.n >= CPU_MEAN_N && l->cpu_plain.n >= CPU_MEAN_N;
+}
+
 static bool dear(struct vsched__late *l, unsigned budget)
 {
 	uint64_t e = l->cpu_early.est, lim = (uint64_t)budget * l->cpu_plain.est;
 
 	bool d;
 
-	if (l->cpu_early.n < CPU_MEAN_N || l->cpu_plain.n < CPU_MEAN_N)
+	if (!learnt(l))
 		return false;
 	d = 3200 * e > (l->dear ? DEAR_BELOW : DEAR_ABOVE) * lim;
 	if (d != l->dear)
@@ -147,8 +156,7 @@ static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 		return;
 	if (pct != 100) {
 		struct vsched__late *l = p->late;
-		bool learning = (l->cpu_early.n < CPU_MEAN_N || l->cpu_plain.n < CPU_MEAN_N) &&
-				l->tries < CPU_SAMPLE_TRIES;
+		bool learning = !learnt(l) && l->tries < CPU_SAMPLE_TRIES;
 
 		unsigned every = learning ? CPU_SAMPLE_HUNGRY
 				 : l->stable < CPU_SAMPLE_STABLE ? CPU_SAMPLE_FED
@@ -162,10 +170,15 @@ static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 		if (s->cpu0) {
 			if (l->probe_plain)
 				return;
-		} else if (dear(l, s->params.cpu_budget_pct)) {
-			/* Plain by the verdict, unsampled: nothing to learn
-			 * (its early samples learn the lateness they aim
-			 * by) and nothing to spin: no early_wakeup(). */
+		} else if (learnt(l) ? dear(l, s->params.cpu_budget_pct)
+				     : s->params.cpu_budget_pct <= 100) {
+			/* Plain by the verdict, or while the class learns
+			 * one at a budget that spends no more than a plain
+			 * sleep (the early sleep is a bet on CPU not yet
+			 * seen; a budget over 100 takes it), unsampled:
+			 * nothing to learn (its early samples learn the
+			 * lateness they aim by) and nothing to spin: no
+			 * early_wakeup(). */
 			p->late = NULL;
 			return;
 		}
@@ -174,21 +187,24 @@ static void plan_sleep(struct vsched__sleeper *s, struct plan *p, uint64_t kd,
 }
 
 /* A mean of CPU samples: the first CPU_MEAN_N's, then an EWMA of
- * 1/CPU_MEAN_N; from the 5th, a sample is capped at 4x the mean (a signal
- * handler run inside one wait, which would otherwise move a mean of 64
- * past the budget's tolerance on its own). */
+ * 1/CPU_MEAN_N, kept in 1/256 ns (in whole ns a step rounded toward
+ * zero stops short of the samples by up to CPU_MEAN_N ns: 1-2% of a
+ * sleep's CPU, against a tolerance of 1/32); from the 5th, a sample is
+ * capped at 4x the mean (a signal handler run inside one wait, which
+ * would otherwise move a mean of 64 past the budget's tolerance on its
+ * own). */
 static void mean_add(struct vsched__mean *m, uint64_t x)
 {
-	uint64_t v = x < LATE_MAX ? x : LATE_MAX;
+	int64_t v = (int64_t)(x < LATE_MAX ? x : LATE_MAX) << 8;
 
-	if (m->n >= 4 && v > 4 * (uint64_t)m->est)
-		v = 4 * (uint64_t)m->est;
-	if (m->n < CPU_MEAN_N) {
+	if (m->n >= 4 && v > 4 * (int64_t)m->fx)
+		v = 4 * (int64_t)m->fx;
+	if (m->n < CPU_MEAN_N)
 		m->n++;
-		m->est = (uint32_t)((int64_t)m->est + ((int64_t)v - (int64_t)m->est) / m->n);
-		return;
-	}
-	m->est = (uint32_t)((int64_t)m->est + ((int64_t)v - (int64_t)m->est) / CPU_MEAN_N);
+	m->fx = (uint32_t)((int64_t)m->fx + (v - (int64_t)m->fx) / m->n);
+	m->est = m->fx >> 8;
+	if (!m->est)
+		m->est = 1; /* measured: not "no sample yet" */
 }
 
 /* A sampled timed wait (planned in class `l`, `early` or plain) reached
@@ -205,7 +221,7 @@ static void learn_timed(struct vsched__sleeper *s, struct vsched__late *l, bool 
 		return;
 	mean_add(early ? &l->cpu_early : &l->cpu_plain, c);
 	l->probe_plain = early;
-	if (l->cpu_early.n >= CPU_MEAN_N && l->cpu_plain.n >= CPU_MEAN_N) {
+	if (learnt(l)) {
 		bool was = l->dear;
 
 		if (dear(l, s->params.cpu_budget_pct) == was && l->stable < CPU_SAMPLE_STABLE)
@@ -606,10 +622,13 @@ uint64_t vsched__learn_wake_cost(struct vsched__sleeper *s, uint64_t start)
 
 void vsched__sample_start(struct vsched__sleeper *s)
 {
-	uint64_t a = vsched__thread_cpu_ns();
+	uint64_t a = s->cpu_reads_timed < CPU_READ_TIMED ? vsched__thread_cpu_ns() : 0;
 
 	s->cpu0 = vsched__thread_cpu_ns();
-	s->cpu_read = a && s->cpu0 > a ? s->cpu0 - a : 0;
+	if (a && s->cpu0 >= a) {
+		if (!s->cpu_reads_timed++ || s->cpu0 - a < s->cpu_read)
+			s->cpu_read = s->cpu0 - a;
+	}
 	s->cpu_whole = false;
 }
 

@@ -54,18 +54,21 @@
  * as it was; then one of CPU_SAMPLE_SETTLED, back to CPU_SAMPLE_FED when
  * the verdict changes (a settled class still measures each kind once in
  * 2 * CPU_SAMPLE_SETTLED of its waits, so that a change of the host's
- * costs still turns it). Three clock syscalls a sample: ~1 us a wait,
- * then ~0.13 us, then ~0.035 us, here. Early ones become dear above
+ * costs still turns it). Two thread-CPU clock syscalls a sample (three
+ * on a sleeper's first CPU_READ_TIMED): ~0.7 us a wait, then ~0.09 us,
+ * then ~0.02 us, here. Early ones become dear above
  * DEAR_ABOVE/32 of the budget (cpu_budget_pct of the plain ones' CPU),
- * and pay again below DEAR_BELOW/32 of it. */
+ * and pay again at DEAR_BELOW/32 of it: the budget itself (at 34/32 and
+ * 33/32 a class of 100 us waits on this host settled early at 1.05-1.08x
+ * its plain ones' CPU, and cost 1.13x clock_nanosleep's). */
 #define CPU_MEAN_N 256
 #define CPU_SAMPLE_HUNGRY 4
 #define CPU_SAMPLE_FED 32
 #define CPU_SAMPLE_STABLE 64
 #define CPU_SAMPLE_SETTLED 128
 #define CPU_SAMPLE_TRIES (3 * CPU_MEAN_N) /* started at the learning rate, at most */
-#define DEAR_ABOVE 34
-#define DEAR_BELOW 33
+#define DEAR_ABOVE 33
+#define DEAR_BELOW 32
 
 /* The CPU a sleep costs its thread, when the params' sleep_cpu_ns is 0
  * (the ADAPTIVE policy's price of a sleep; every policy's limit of a short
@@ -159,10 +162,12 @@ int vsched__sleep_epoll(struct vsched__sleeper *s, uint32_t blocked,
  * Returns the sample, or 0 for none. */
 #define WAKE_COST_MAX 1000000
 uint64_t vsched__learn_wake_cost(struct vsched__sleeper *s, uint64_t start);
-/* lib/sleep.c: start a CPU sample: the thread's CPU in s->cpu0, read
- * twice; the difference, what one read costs (a syscall, ~1.4 us here),
- * which a sample includes once (its two reads each count part of theirs),
- * in s->cpu_read. */
+/* lib/sleep.c: start a CPU sample: the thread's CPU in s->cpu0. What one
+ * read costs (a syscall, ~1.4 us here), which a sample includes once (its
+ * two reads each count part of theirs), is s->cpu_read: the least of the
+ * differences of two reads in a row that the sleeper's first
+ * CPU_READ_TIMED samples took, one read fewer a sample after them. */
+#define CPU_READ_TIMED 16
 void vsched__sample_start(struct vsched__sleeper *s);
 /* The CPU the thread spent since vsched__sample_start(), less cpu_read,
  * ending the sample (0: none). */

@@ -9,7 +9,7 @@
  * clock_gettime() and syscall(), which libvsched calls. A wait whose first
  * timed futex wait asks for earlier than its deadline charges the thread
  * EARLY_NS of CPU, one that asks for the deadline PLAIN_NS;
- * CLOCK_THREAD_CPUTIME_ID reads the charges and is counted (three reads a
+ * CLOCK_THREAD_CPUTIME_ID reads the charges and is counted (READS reads a
  * sample). Every other clock and the futex are the real ones. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -81,11 +81,14 @@ static uint64_t mono_ns(void)
 /* A class learns its means in about 2,048 waits (one in 4 sampled, 256 of
  * each kind), then samples one in 32 until 64 samples (2,048 waits) left
  * its verdict as it was: WARM covers both with room. Of COUNTED waits
- * after, a settled class samples 16 (48 reads); at one in 32 it would
- * sample 64 (192 reads). No poll window, and a sleep's CPU given (so that
+ * after, a settled class samples 16 (32 reads); at one in 32 it would
+ * sample 64 (128 reads). No poll window, and a sleep's CPU given (so that
  * no wait is short and the sleeper samples nothing of its own): every read
  * counted is the class's. */
 #define WAIT_NS 500000u
+/* Thread-CPU reads a sample: its start and its end (the sleeper times a
+ * read, with one more, on its first CPU_READ_TIMED samples only). */
+#define READS 2
 #define WARM 5120
 #define COUNTED 2048
 
@@ -122,12 +125,16 @@ static void test_settled_class_samples_less(void **state)
 	/* Plain (its verdict), but for its early samples. */
 	assert_true(early <= COUNTED / 64);
 	/* Still sampled: at least half the settled rate ... */
-	assert_true(reads >= COUNTED / 128 * 3 / 2);
+	assert_true(reads >= COUNTED / 128 * READS / 2);
 	/* ... and no more than twice it. */
-	if (reads > COUNTED / 128 * 3 * 2)
+	if (reads > COUNTED / 128 * READS * 2)
 		fail_msg("%u thread-CPU reads in %u waits of a settled class: it samples "
 			 "one in %u, not one in 128", reads, COUNTED,
-			 reads ? COUNTED * 3 / reads : 0);
+			 reads ? COUNTED * READS / reads : 0);
+	/* Its reads are no longer timed: two a sample, not three (48). */
+	if (reads >= COUNTED / 128 * (READS + 1))
+		fail_msg("%u thread-CPU reads in %u waits: a settled class still times "
+			 "its reads (three a sample)", reads, COUNTED);
 }
 
 int main(void)

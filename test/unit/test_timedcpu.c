@@ -196,6 +196,30 @@ static void test_budget_buys_early_sleeps(void **state)
 	assert_true(early >= JUDGED * 8 / 10);
 }
 
+/* While a class learns (256 samples of each kind, one wait in 4 sampled:
+ * 2,048 waits), its unsampled waits bet on no CPU they have not measured:
+ * plain at a budget of 100, early only at a budget over 100. Of its first
+ * 1,024 waits, about 128 are early samples; before, every unsampled wait
+ * slept early too (1,024 of 1,024). */
+#define LEARNING 1024
+
+static void test_learning_bets_no_cpu(void **state)
+{
+	(void)state;
+	for (int fd = 1; fd >= 0; fd--) {
+		unsigned early = early_waits(fd, 40, 20, 100, LEARNING, LEARNING);
+
+		printf("%s, learning, budget 100: %u of %u waits early\n",
+		       fd ? "epoll" : "futex", early, LEARNING);
+		assert_true(early >= LEARNING / 16); /* its early samples */
+		assert_true(early <= LEARNING / 4);
+	}
+	unsigned early = early_waits(true, 40, 20, 300, LEARNING, LEARNING);
+
+	printf("epoll, learning, budget 300: %u of %u waits early\n", early, LEARNING);
+	assert_true(early >= LEARNING * 3 / 4);
+}
+
 /* Two early waits of 200 us (a signal handler run inside each) among a
  * learning class's first ones of 20 us: capped at 4x the mean from the
  * 5th sample, they do not lift the mean of 256 past the budget's tolerance
@@ -261,6 +285,7 @@ int main(void)
 		cmocka_unit_test(test_cheap_early_sleeps_stay),
 		cmocka_unit_test(test_budget_buys_early_sleeps),
 		cmocka_unit_test(test_one_outlier_while_learning),
+		cmocka_unit_test(test_learning_bets_no_cpu),
 		cmocka_unit_test(test_woken_timed_waits_sample_rate),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
