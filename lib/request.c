@@ -185,24 +185,45 @@ int vsched_request_finalize(struct vsched_vm *vm, unsigned flags)
 	return rc;
 }
 
+/* Any thread, while the setup thread may declare and finalize: both read
+ * the table under the VM's lock (whose object is not const). */
 int vsched_request_table_error(const struct vsched_vm *vm, unsigned *kind,
 			       unsigned *raised)
 {
+	pthread_mutex_t *lock;
+	unsigned k, r;
+	int err;
+
 	if (!vm)
 		return VSCHED_EINVAL;
+	lock = (pthread_mutex_t *)&vm->lock;
+	pthread_mutex_lock(lock);
+	err = vm->table.err;
+	k = vm->table.err_kind;
+	r = vm->table.err_raised;
+	pthread_mutex_unlock(lock);
 	if (kind)
-		*kind = vm->table.err_kind;
+		*kind = k;
 	if (raised)
-		*raised = vm->table.err_raised;
-	return vm->table.err;
+		*raised = r;
+	return err;
 }
 
+/* A declared kind's name is never written again: it may be used after
+ * the lock is dropped. */
 const char *vsched_request_name(const struct vsched_vm *vm, unsigned kind)
 {
-	if (!vm || kind >= VSCHED_MAX_KINDS ||
-	    !(vm->table.declared & VSCHED_KIND_BIT(kind)))
+	pthread_mutex_t *lock;
+	const char *name = NULL;
+
+	if (!vm || kind >= VSCHED_MAX_KINDS)
 		return NULL;
-	return vm->table.by_kind[kind].name;
+	lock = (pthread_mutex_t *)&vm->lock;
+	pthread_mutex_lock(lock);
+	if (vm->table.declared & VSCHED_KIND_BIT(kind))
+		name = vm->table.by_kind[kind].name;
+	pthread_mutex_unlock(lock);
+	return name;
 }
 
 int8_t vsched__post_rank_of(const struct vsched__table *t, unsigned kind)

@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Request table validation and the service order. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "common.h"
 
 enum { PMI = 3, NMI = 7, SMI = 5, EVENT = 10, TLB = 0 };
@@ -193,6 +198,71 @@ static void test_naive_order_cancels_entry(void **state)
 	vsched_vm_destroy(vm);
 }
 
+/* vsched_request_name() and vsched_request_table_error() are documented
+ * for any thread: one that reads while the setup thread declares kinds and
+ * finalizes sees a kind whole (NULL, or its full name) and a recorded
+ * error whole. Under TSan (CI's TSan stage) the unlocked reads were a
+ * data race on the table; elsewhere the test checks what the reader sees. */
+struct table_reader {
+	struct vsched_vm *vm;
+	_Atomic bool stop;
+	unsigned seen;
+};
+
+static void *read_table(void *arg)
+{
+	struct table_reader *r = arg;
+
+	while (!atomic_load(&r->stop)) {
+		for (unsigned k = 0; k < 8; k++) {
+			const char *n = vsched_request_name(r->vm, k);
+			char want[8];
+
+			if (!n)
+				continue;
+			snprintf(want, sizeof(want), "K%u", k);
+			if (strcmp(n, want))
+				return "a torn name";
+			r->seen++;
+		}
+		unsigned kind = 99, raised = 99;
+		int rc = vsched_request_table_error(r->vm, &kind, &raised);
+
+		if (rc && rc != VSCHED_EORDER && rc != VSCHED_EINVAL)
+			return "an unexpected error";
+	}
+	return NULL;
+}
+
+static void test_table_read_while_declared(void **state)
+{
+	(void)state;
+	for (int round = 0; round < 20; round++) {
+		struct table_reader r = { .vm = make_vm(NULL, 0) };
+		pthread_t th;
+		void *res;
+
+		assert_int_equal(pthread_create(&th, NULL, read_table, &r), 0);
+		for (unsigned k = 0; k < 8; k++) {
+			char name[8];
+
+			snprintf(name, sizeof(name), "K%u", k);
+			/* K1 may raise K2, serviced before it (a lower
+			 * priority number): VSCHED_EORDER until accepted. */
+			declare(r.vm, k, name, 8 - k, 0, NULL, NULL,
+				k == 1 ? VSCHED_KIND_BIT(2) : 0);
+			if (k == 4)
+				assert_int_equal(vsched_request_finalize(r.vm, 0), VSCHED_EORDER);
+		}
+		assert_int_equal(vsched_request_finalize(r.vm, VSCHED_FINALIZE_ALLOW_LATE_RAISE), 0);
+		atomic_store(&r.stop, true);
+		assert_int_equal(pthread_join(th, &res), 0);
+		if (res)
+			fail_msg("reader saw %s", (const char *)res);
+		vsched_vm_destroy(r.vm);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -203,6 +273,7 @@ int main(void)
 		cmocka_unit_test(test_service_priority_order),
 		cmocka_unit_test(test_raise_later_serviced_same_pass),
 		cmocka_unit_test(test_naive_order_cancels_entry),
+		cmocka_unit_test(test_table_read_while_declared),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
