@@ -431,9 +431,10 @@ static void test_clock_still_and_jump(void **state)
 	vsched_vm_destroy(vm);
 }
 
-/* Policies changed from another thread while the vCPU halts (real clock
- * and futex, timed blocks of 100 us, posts from a third thread): the VM's
- * and the vCPU's own, every policy, contention on and off, a waiter's too;
+/* Policies changed from another thread while a vCPU halts and a waiter
+ * waits (real clock and futex, timed waits of 100 us, posts from a third
+ * thread, kicks): the VM's, the vCPU's own and the waiter's own, every
+ * policy, contention on and off, set and cleared;
  * bounded by a count and alarm(). No crash, no hang, every halt returns a
  * wake reason, get_poll reads one whole struct that was set. Mutant: a
  * refresh that reads the VM's pointer outside the read-side section (ASan
@@ -466,9 +467,30 @@ static void *race_poster(void *a)
 	return NULL;
 }
 
+static struct vsched_waiter *race_w;
+static atomic_bool race_cond;
+
+static bool race_cond_fn(void *a)
+{
+	(void)a;
+	return atomic_exchange(&race_cond, false);
+}
+
+static void *race_waiter(void *a)
+{
+	(void)a;
+	while (!atomic_load(&race_stop)) {
+		int rc = vsched_waiter_wait(race_w, vsched_deadline_in(race_vm, 100000), NULL);
+		if (rc != VSCHED_WAKE_REQUEST && rc != VSCHED_WAKE_DEADLINE)
+			atomic_fetch_add(&race_bad, 1);
+		atomic_fetch_add(&race_halts, 1);
+	}
+	return NULL;
+}
+
 static void test_set_poll_races_halts(void **state)
 {
-	pthread_t b, p;
+	pthread_t b, p, wt;
 	struct vsched_poll_params pp, got;
 	(void)state;
 
@@ -480,11 +502,21 @@ static void test_set_poll_races_halts(void **state)
 	atomic_store(&race_bad, 0);
 	assert_int_equal(pthread_create(&b, NULL, race_blocker, NULL), 0);
 	assert_int_equal(pthread_create(&p, NULL, race_poster, NULL), 0);
+	assert_int_equal(vsched_waiter_create(race_vm, race_cond_fn, NULL, &race_w), 0);
+	assert_int_equal(pthread_create(&wt, NULL, race_waiter, NULL), 0);
 	for (unsigned i = 0; i < 400; i++) {
 		unsigned pol = i % VSCHED_POLL_NPOLICIES;
 		assert_int_equal(vsched_poll_defaults(pol, (i % 3) ? 50000 : UINT64_MAX / 2, &pp), 0);
 		pp.contention = i % 5 == 0 ? VSCHED_CONTENTION_PREEMPT : VSCHED_CONTENTION_OFF;
 		pp.latency_weight = i % 7 == 0 ? 4 : 0;
+		if (i % 3 == 2) {
+			struct vsched_poll_params wp;
+			assert_int_equal(vsched_poll_defaults_waiter(pol, &wp), 0);
+			wp.contention = pp.contention;
+			assert_int_equal(vsched_waiter_set_poll(race_w, i % 4 ? &wp : NULL), 0);
+			atomic_store(&race_cond, true);
+			(void)vsched_waiter_kick(race_w);
+		}
 		if (i % 2)
 			assert_int_equal(vsched_vm_set_poll(race_vm, &pp), 0);
 		else
@@ -500,8 +532,10 @@ static void test_set_poll_races_halts(void **state)
 	pthread_join(p, NULL);
 	(void)vsched_post(race_v, K_REQ);
 	pthread_join(b, NULL);
+	pthread_join(wt, NULL);
+	assert_int_equal(vsched_waiter_destroy(race_w), 0);
 	alarm(0);
-	printf("%u halts under 400 policy changes\n", atomic_load(&race_halts));
+	printf("%u halts and waits under 400 policy changes\n", atomic_load(&race_halts));
 	assert_int_equal(atomic_load(&race_bad), 0);
 	assert_true(atomic_load(&race_halts) > 0);
 	vsched_vm_destroy(race_vm);
