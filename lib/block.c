@@ -322,6 +322,13 @@ choose_window(const struct target_ops *op, const struct target *t,
 	hl->window = vsched__poll_window(&s->params, &s->poll);
 	if (!hl->window && !to_dl)
 		return false;
+	/* A back-off ends no later than its length from now: one that
+	 * ends farther off was set before the VM's clock stepped back (or
+	 * glitched forward and back), and would veto every poll until
+	 * the clock caught up the whole step. */
+	if (VSCHED__UNLIKELY(hl->t0 < s->ct.until) &&
+	    s->ct.until - hl->t0 > s->ct.backoff)
+		s->ct.until = hl->t0 + s->ct.backoff;
 	hl->contended = hl->t0 < s->ct.until ||
 			(VSCHED__UNLIKELY(s->ct.busy) && still_busy(s, hl->t0));
 	hl->vetoed = atomic_load_explicit(&s->guest_poll_off, memory_order_relaxed) ||
@@ -413,7 +420,8 @@ poll_window(const struct target_ops *op, const struct target *t,
 	end = wend < eff ? wend : eff;
 	hl->attempted = true;
 	/* An injected clock may stand still (a paused guest's): a window
-	 * whose clock has not moved for STILL_PASSES passes ends, and the
+	 * whose clock has not moved forward for STILL_PASSES passes (standing
+	 * still or stepping back on each) ends, and the
 	 * halt sleeps (the sleep converts what is left of it). One that
 	 * steps back (set back: a migration, a wall clock) takes the
 	 * window's end and its next look back with it: they would come as
@@ -484,8 +492,12 @@ poll_window(const struct target_ops *op, const struct target *t,
 				next_look = next_look > back ? next_look - back : 0;
 				end = wend < eff ? wend : eff;
 				prev = now;
-				still = 0;
-			} else if (++still >= STILL_PASSES) {
+			}
+			/* Not past the last read, standing or stepping
+			 * back: no progress. A clock that keeps running
+			 * back would take the window's end with it on
+			 * every read and never reach it. */
+			if (++still >= STILL_PASSES) {
 				cut = true;
 				break;
 			}
