@@ -32,9 +32,8 @@
  * falls with its length, so the shorter early sleep costs 10-20% more at
  * 500 us-1 ms, and 2.3x at 50 us on the timerfd); and, at a budget of
  * 100 or less, the unsampled waits of a class that has not measured both
- * kinds yet (an early sleep is a bet on CPU not yet seen: the ~2,000
- * waits of learning cost 1.1-1.2x clock_nanosleep's CPU at 100-500 us
- * here when they bet early). spin_pct 100 aims
+ * kinds yet (an early sleep is a bet on CPU not yet seen; above 100 the
+ * budget takes it). spin_pct 100 aims
  * before the deadline and polls to one it cannot make (block.c's
  * short_wait()). Only a timeout the sleep asked for is learnt and
  * finished on the CPU; a spurious return, a signal or an error never is,

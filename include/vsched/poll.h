@@ -147,8 +147,8 @@ struct vsched_poll_params {
 	 * sixteenth of a sleep's CPU on average (later where wakeups scatter
 	 * more than that buys), where early waits cost no more CPU than
 	 * cpu_budget_pct of plain ones (measured per class of time left;
-	 * else they sleep plain, late; and so do the waits of a class that
-	 * is still measuring, unless cpu_budget_pct is above 100). 100: on
+	 * else they sleep plain, late; and so do the unsampled waits of a
+	 * class still measuring, unless cpu_budget_pct is above 100). 100: on
 	 * time whatever it costs
 	 * (the early wakeup aims before the deadline, and a deadline nearer
 	 * than the kernel can wake is polled to). 0: never spin (late by the
