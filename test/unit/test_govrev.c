@@ -1,0 +1,608 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Adversarial review of the KVM halt-polling governor (<vsched/kvmgov.h>,
+ * lib/host/kvmgov.c), helper-govrev. The fakes are test_kvmgov.c's: each
+ * vCPU's stats fd is a memfd laid out as KVM_GET_STATS_FD's, the ops table
+ * records KVM_ENABLE_CAP; here the fake also remembers which stats fd the
+ * governor holds for each vCPU, so that one can start failing. Every wait
+ * is bounded (a helper thread with a deadline, and alarm() behind it).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <vsched/kvmgov.h>
+
+#include "common.h"
+
+#define SEC 1000000000ull
+#define MS 1000000ull
+#define NAME_SIZE 48u
+
+/* KVM's stats flags (linux/kvm.h). */
+#define T_CUMUL 0x0
+#define T_INSTANT 0x1
+#define T_LOG 0x4
+#define U_NONE 0x00
+#define U_SEC 0x20
+#define U_BOOL 0x40
+
+struct fdesc {
+	const char *name;
+	uint32_t flags;
+	int16_t exponent;
+	uint16_t size;
+};
+
+#define HIST(n) { n, T_LOG | U_SEC, -9, 32 }
+#define NS(n) { n, T_CUMUL | U_SEC, -9, 1 }
+#define CNT(n) { n, T_CUMUL | U_NONE, 0, 1 }
+
+/* What a 6.x kernel has, in its order (with a few unrelated ones). */
+static const struct fdesc full[] = {
+	CNT("halt_successful_poll"), CNT("halt_attempted_poll"),
+	CNT("halt_poll_invalid"), CNT("halt_wakeup"),
+	NS("halt_poll_success_ns"), NS("halt_poll_fail_ns"), NS("halt_wait_ns"),
+	HIST("halt_poll_success_hist"), HIST("halt_poll_fail_hist"),
+	HIST("halt_wait_hist"), CNT("blocking"), CNT("exits"),
+};
+/* A kernel whose histograms are missing: the sums only. */
+static const struct fdesc sums_only[] = {
+	CNT("halt_successful_poll"), CNT("halt_attempted_poll"),
+	CNT("halt_poll_invalid"), CNT("halt_wakeup"), NS("halt_poll_success_ns"),
+	NS("halt_poll_fail_ns"), NS("halt_wait_ns"), CNT("exits"),
+};
+/* The same statistics with KVM's instant boolean `blocking` (1 while the
+ * vCPU is halted, back to 0 when it runs) between them: a layout the parser
+ * takes (it reads any order), with a value in the block that goes down by
+ * design. */
+static const struct fdesc blocking_inside[] = {
+	CNT("halt_successful_poll"), CNT("halt_attempted_poll"),
+	CNT("halt_poll_invalid"), CNT("halt_wakeup"),
+	NS("halt_poll_success_ns"), NS("halt_poll_fail_ns"), NS("halt_wait_ns"),
+	{ "blocking", T_INSTANT | U_BOOL, 0, 1 },
+	HIST("halt_poll_success_hist"), HIST("halt_poll_fail_hist"),
+	HIST("halt_wait_hist"), CNT("exits"),
+};
+
+/* One synthetic stats fd. */
+struct synth {
+	int fd;
+	unsigned n;
+	const struct fdesc *d;
+	uint32_t off[32];
+	uint32_t data_offset;
+};
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+/* Lay out header, id, descriptors and zeroed data, as the kernel does. */
+static void synth_make(struct synth *s, const struct fdesc *d, unsigned n)
+{
+	uint32_t desc_offset = 24 + NAME_SIZE, dsz = 16 + NAME_SIZE, off = 0;
+	size_t len;
+	uint8_t *buf;
+
+	s->fd = memfd_create("kvm-stats", 0);
+	assert_true(s->fd >= 0);
+	s->n = n;
+	s->d = d;
+	s->data_offset = desc_offset + n * dsz;
+	for (unsigned i = 0; i < n; i++) {
+		s->off[i] = off;
+		off += d[i].size * 8u;
+	}
+	len = s->data_offset + off;
+	buf = calloc(1, len);
+	assert_non_null(buf);
+	put32(buf + 4, NAME_SIZE);
+	put32(buf + 8, n);
+	put32(buf + 12, 24);
+	put32(buf + 16, desc_offset);
+	put32(buf + 20, s->data_offset);
+	strcpy((char *)buf + 24, "kvm-4242/vcpu-0");
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t *p = buf + desc_offset + i * dsz;
+
+		put32(p, d[i].flags);
+		memcpy(p + 4, &d[i].exponent, 2);
+		memcpy(p + 6, &d[i].size, 2);
+		put32(p + 8, s->off[i]);
+		strcpy((char *)p + 16, d[i].name);
+	}
+	assert_int_equal(pwrite(s->fd, buf, len, 0), (ssize_t)len);
+	free(buf);
+}
+
+/* Add `v` to value `idx` of statistic `name`, if the fd has it. */
+static void synth_add(struct synth *s, const char *name, unsigned idx,
+		      uint64_t v)
+{
+	for (unsigned i = 0; i < s->n; i++) {
+		off_t at;
+		uint64_t x;
+
+		if (strcmp(s->d[i].name, name))
+			continue;
+		at = s->data_offset + s->off[i] + idx * 8;
+		assert_int_equal(pread(s->fd, &x, 8, at), 8);
+		x += v;
+		assert_int_equal(pwrite(s->fd, &x, 8, at), 8);
+	}
+}
+
+/* Set value `idx` of statistic `name`. */
+static void synth_set(struct synth *s, const char *name, unsigned idx,
+		      uint64_t v)
+{
+	for (unsigned i = 0; i < s->n; i++)
+		if (!strcmp(s->d[i].name, name))
+			assert_int_equal(pwrite(s->fd, &v, 8,
+						s->data_offset + s->off[i] + idx * 8),
+					 8);
+}
+
+/* KVM_STATS_LOG_HIST_UPDATE: bucket fls64(ns), clamped to the last. */
+static unsigned hist_bucket(uint64_t ns)
+{
+	unsigned b = ns ? 64u - (unsigned)__builtin_clzll(ns) : 0;
+
+	return b > 31 ? 31 : b;
+}
+
+/* `count` halts that ended while KVM polled, after `poll_ns`. */
+static void kvm_polled(struct synth *s, uint64_t poll_ns, uint64_t count)
+{
+	synth_add(s, "halt_attempted_poll", 0, count);
+	synth_add(s, "halt_successful_poll", 0, count);
+	synth_add(s, "halt_poll_success_ns", 0, poll_ns * count);
+	synth_add(s, "halt_poll_success_hist", hist_bucket(poll_ns), count);
+}
+
+/* `count` halts that polled `poll_ns` in vain (0: no poll), then slept
+ * `wait_ns`. */
+static void kvm_slept(struct synth *s, uint64_t poll_ns, uint64_t wait_ns,
+		      uint64_t count)
+{
+	if (poll_ns) {
+		synth_add(s, "halt_attempted_poll", 0, count);
+		synth_add(s, "halt_poll_fail_ns", 0, poll_ns * count);
+		synth_add(s, "halt_poll_fail_hist", hist_bucket(poll_ns), count);
+	}
+	synth_add(s, "halt_wakeup", 0, count);
+	synth_add(s, "halt_wait_ns", 0, wait_ns * count);
+	synth_add(s, "halt_wait_hist", hist_bucket(wait_ns), count);
+}
+
+/* The ops: stats fds are dups of the synthetic ones (vCPU fd i is vCPU
+ * i), KVM_ENABLE_CAP is recorded; reads of the stats fd the governor holds
+ * for vCPU `fail_vcpu` fail with `fail_rc` once that is set. */
+struct fake_kvm {
+	struct synth s[4];
+	int gfd[4]; /* the governor's stats fd of each vCPU */
+	int check_rc, stats_rc, set_rc;
+	unsigned sets;
+	uint64_t cap;
+	int fail_vcpu;
+	int fail_rc;
+};
+
+static int f_check(void *ctx, int vm_fd)
+{
+	(void)vm_fd;
+	return ((struct fake_kvm *)ctx)->check_rc;
+}
+
+static int f_set(void *ctx, int vm_fd, uint64_t ns)
+{
+	struct fake_kvm *k = ctx;
+
+	(void)vm_fd;
+	if (k->set_rc)
+		return k->set_rc;
+	k->sets++;
+	k->cap = ns;
+	return 0;
+}
+
+static int f_stats_fd(void *ctx, int vcpu_fd)
+{
+	struct fake_kvm *k = ctx;
+
+	if (k->stats_rc)
+		return k->stats_rc;
+	k->gfd[vcpu_fd] = dup(k->s[vcpu_fd].fd);
+	return k->gfd[vcpu_fd];
+}
+
+static ssize_t f_pread(void *ctx, int fd, void *buf, size_t len, uint64_t off)
+{
+	struct fake_kvm *k = ctx;
+	ssize_t r;
+
+	if (k->fail_rc && fd == k->gfd[k->fail_vcpu])
+		return k->fail_rc;
+	r = pread(fd, buf, len, (off_t)off);
+	return r < 0 ? -errno : r;
+}
+
+static void f_close(void *ctx, int fd)
+{
+	(void)ctx;
+	close(fd);
+}
+
+static struct fake_kvm *fake_new(const struct fdesc *d, unsigned n,
+				 unsigned nvcpus)
+{
+	struct fake_kvm *k = calloc(1, sizeof(*k));
+
+	assert_non_null(k);
+	k->check_rc = 1;
+	for (unsigned i = 0; i < 4; i++)
+		k->gfd[i] = -1;
+	for (unsigned i = 0; i < nvcpus; i++)
+		synth_make(&k->s[i], d, n);
+	return k;
+}
+
+static void fake_free(struct fake_kvm *k)
+{
+	for (unsigned i = 0; i < 4; i++)
+		if (k->s[i].fd > 0)
+			close(k->s[i].fd);
+	free(k);
+}
+
+static const int vcpu_fds[4] = { 0, 1, 2, 3 };
+
+static int gov_new(struct fake_kvm *k, unsigned nvcpus,
+		   struct vsched_kvm_gov_config *c, struct vsched_kvm_gov **g)
+{
+	struct vsched_kvm_gov_ops ops = { f_check, f_set, f_stats_fd, f_pread,
+					  f_close, k };
+	struct vsched_kvm_gov_config d = { .size = sizeof(d) };
+	static struct vsched_poll_params p;
+
+	if (!c)
+		c = &d;
+	if (!c->poll) {
+		/* The governor's default policy with x86's 200 us window. */
+		vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 200000, &p);
+		p.decay_shift = 8;
+		p.latency_weight = 4;
+		c->poll = &p;
+	}
+	c->ops = &ops; /* copied by create */
+	return vsched_kvm_gov_create(100, vcpu_fds, nvcpus, c, g);
+}
+
+static struct vsched_kvm_gov_stats gov_stats(struct vsched_kvm_gov *g)
+{
+	struct vsched_kvm_gov_stats st = { .size = sizeof(st) };
+
+	assert_int_equal(vsched_kvm_gov_read_stats(g, &st), 0);
+	return st;
+}
+
+#define FULL full, sizeof(full) / sizeof(full[0])
+#define SUMS sums_only, sizeof(sums_only) / sizeof(sums_only[0])
+
+/* Wait up to `ms` ms for *flag. */
+static bool wait_flag(atomic_int *flag, unsigned ms)
+{
+	struct timespec one = { 0, 1000000 };
+
+	for (unsigned i = 0; i < ms && !atomic_load(flag); i++)
+		nanosleep(&one, NULL);
+	return atomic_load(flag);
+}
+
+/* ==== G1: the ticking thread with a short interval ====
+ *
+ * gov_thread() computes the next wakeup as (time before the tick) +
+ * interval_ns and waits only while the clock is before it. When the tick
+ * takes longer than the interval (interval_ns = 1 ns here; a few us with
+ * many vCPUs, or a preempted thread), it never waits, and the governor's
+ * lock, released only inside that wait, is never released: read_stats()
+ * ("any thread") and destroy() block for ever. The config takes any
+ * interval_ns. */
+struct helper {
+	struct vsched_kvm_gov *g;
+	struct vsched_kvm_gov_stats st;
+	int rc;
+	atomic_int done;
+};
+
+static void *read_helper(void *p)
+{
+	struct helper *h = p;
+
+	h->st.size = sizeof(h->st);
+	h->rc = vsched_kvm_gov_read_stats(h->g, &h->st);
+	atomic_store(&h->done, 1);
+	return NULL;
+}
+
+static void *destroy_helper(void *p)
+{
+	struct helper *h = p;
+
+	h->rc = vsched_kvm_gov_destroy(h->g);
+	atomic_store(&h->done, 1);
+	return NULL;
+}
+
+static void test_thread_short_interval(void **state)
+{
+	struct fake_kvm *k = fake_new(FULL, 2);
+	struct vsched_kvm_gov_config c = { .size = sizeof(c), .thread = true,
+					   .interval_ns = 1 };
+	struct helper r = { 0 }, d = { 0 };
+	pthread_t th;
+
+	(void)state;
+	alarm(30); /* behind the bounded waits below */
+	assert_int_equal(gov_new(k, 2, &c, &r.g), 0);
+	d.g = r.g;
+	kvm_polled(&k->s[0], 5000, 100);
+	assert_int_equal(pthread_create(&th, NULL, read_helper, &r), 0);
+	if (!wait_flag(&r.done, 3000)) {
+		pthread_detach(th); /* blocked on the lock: the run ends it */
+		alarm(0);
+		fail_msg("vsched_kvm_gov_read_stats() blocked for 3 s: the "
+			 "ticking thread (interval_ns 1) never releases the lock");
+	}
+	pthread_join(th, NULL);
+	assert_int_equal(r.rc, 0);
+	assert_int_equal(pthread_create(&th, NULL, destroy_helper, &d), 0);
+	if (!wait_flag(&d.done, 3000)) {
+		pthread_detach(th);
+		alarm(0);
+		fail_msg("vsched_kvm_gov_destroy() blocked for 3 s");
+	}
+	pthread_join(th, NULL);
+	assert_int_equal(d.rc, 0);
+	alarm(0);
+	fake_free(k);
+}
+
+/* ==== G2: a clock that steps back ====
+ *
+ * tick_locked() and decide() measure "time since" as now - last, unsigned:
+ * a now_ns before the last sample or change wraps to about 2^64, which
+ * passes every bound. One step back of the caller's clock (or a set_cap()
+ * given a later now_ns than the ticks', e.g. another clock) lets the next
+ * decision change the cap at once, inside min_change_ns, and samples inside
+ * interval_ns. A step back should delay the next sample by at most the
+ * interval and the next change by at most min_change_ns (the window's end
+ * taken back with the clock, as the block engine does), never skip them. */
+static void test_clock_back_rate_bound(void **state)
+{
+	struct fake_kvm *k = fake_new(FULL, 1);
+	struct vsched_poll_params p;
+	struct vsched_kvm_gov_config c = { .size = sizeof(c), .poll = &p,
+					   .interval_ns = 1000,
+					   .min_change_ns = SEC };
+	struct vsched_kvm_gov *g;
+	struct vsched_kvm_gov_stats st;
+
+	(void)state;
+	/* FIXED: the window is max_ns whatever the halts. */
+	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_FIXED, 100000, &p), 0);
+	assert_int_equal(gov_new(k, 1, &c, &g), 0);
+	assert_int_equal(vsched_kvm_gov_set_cap(g, 0, 10 * SEC), 0);
+	assert_int_equal(k->sets, 1);
+	/* The clock steps back 0.5 s: 100 us leaves the band around 0, but
+	 * the last change was not min_change_ns ago. */
+	kvm_polled(&k->s[0], 5000, 10);
+	assert_int_equal(vsched_kvm_gov_tick(g, 9 * SEC + SEC / 2),
+			 VSCHED_KVM_GOV_SAMPLED);
+	st = gov_stats(g);
+	assert_int_equal(st.held_rate, 1);
+	assert_int_equal(st.cap_ns, 0);
+	assert_int_equal(k->sets, 1);
+	/* Not held for ever: a min_change_ns after the step, it changes. */
+	kvm_polled(&k->s[0], 5000, 10);
+	assert_int_equal(vsched_kvm_gov_tick(g, 10 * SEC + SEC / 2),
+			 VSCHED_KVM_GOV_CHANGED);
+	assert_int_equal(k->cap, 100000);
+	vsched_kvm_gov_destroy(g);
+	fake_free(k);
+}
+
+static void test_clock_back_interval(void **state)
+{
+	struct fake_kvm *k = fake_new(FULL, 1);
+	struct vsched_kvm_gov_config c = { .size = sizeof(c),
+					   .interval_ns = 100 * MS };
+	struct vsched_kvm_gov *g;
+
+	(void)state;
+	assert_int_equal(gov_new(k, 1, &c, &g), 0);
+	assert_int_equal(vsched_kvm_gov_tick(g, 10 * SEC), VSCHED_KVM_GOV_SAMPLED);
+	/* 1 ms back, and back again: neither is 100 ms after a sample. */
+	assert_int_equal(vsched_kvm_gov_tick(g, 10 * SEC - MS), VSCHED_KVM_GOV_IDLE);
+	assert_int_equal(vsched_kvm_gov_tick(g, 10 * SEC - 2 * MS), VSCHED_KVM_GOV_IDLE);
+	assert_int_equal(gov_stats(g).samples, 1);
+	/* Standing still: idle. */
+	assert_int_equal(vsched_kvm_gov_tick(g, 10 * SEC - 2 * MS), VSCHED_KVM_GOV_IDLE);
+	/* An interval after the step back: sampled again. */
+	assert_int_equal(vsched_kvm_gov_tick(g, 10 * SEC + 98 * MS),
+			 VSCHED_KVM_GOV_SAMPLED);
+	assert_int_equal(gov_stats(g).samples, 2);
+	vsched_kvm_gov_destroy(g);
+	fake_free(k);
+}
+
+/* ==== G3: ns that add up past 2^64 ====
+ *
+ * classes_hist() and classes_sums() refuse a tick whose halt *counts* add
+ * up past 2^64 (read_errors, "no halt of that vCPU is taken"), but not
+ * one whose *ns* do: the sums model's (fail_ns + wait_ns), the histogram
+ * model's bucket midpoint + failed-poll share, and the failed polls' time
+ * from the histogram all wrap, and a halt of about 2^64 ns is learned as
+ * one of a few ns that polling caught: the cap opens wide on garbage. */
+static void close_cap(struct fake_kvm *k, struct vsched_kvm_gov *g)
+{
+	for (unsigned t = 1; t <= 4; t++) {
+		kvm_slept(&k->s[0], 200000, 4000000, 200);
+		assert_true(vsched_kvm_gov_tick(g, t * 2 * SEC) > 0);
+	}
+	assert_int_equal(gov_stats(g).cap_ns, 0);
+	assert_int_equal(k->cap, 0);
+}
+
+static void test_sums_ns_wrap(void **state)
+{
+	struct fake_kvm *k = fake_new(SUMS, 1);
+	struct vsched_kvm_gov *g;
+	struct vsched_kvm_gov_stats before, st;
+
+	(void)state;
+	assert_int_equal(gov_new(k, 1, NULL, &g), 0);
+	close_cap(k, g);
+	before = gov_stats(g);
+	/* 64 halts that polled 2^63 + 1 ns in vain in all and slept
+	 * 2^63 - 1 + 64,000 ns: their ns add up to 2^64 + 64,000, which wraps
+	 * to 64 halts of 1 us each after a poll of 2^57 ns. Every counter
+	 * went forward. */
+	synth_add(&k->s[0], "halt_attempted_poll", 0, 64);
+	synth_add(&k->s[0], "halt_poll_fail_ns", 0, (1ull << 63) + 1);
+	synth_add(&k->s[0], "halt_wakeup", 0, 64);
+	synth_add(&k->s[0], "halt_wait_ns", 0, (1ull << 63) - 1 + 64000);
+	(void)vsched_kvm_gov_tick(g, 10 * SEC);
+	st = gov_stats(g);
+	assert_int_equal(st.read_errors, before.read_errors + 1);
+	assert_int_equal(st.halts, before.halts); /* none of them taken */
+	assert_int_equal(st.decisions, before.decisions);
+	assert_int_equal(k->cap, 0);
+	vsched_kvm_gov_destroy(g);
+	fake_free(k);
+}
+
+static void test_hist_ns_wrap(void **state)
+{
+	struct fake_kvm *k = fake_new(FULL, 1);
+	struct vsched_kvm_gov *g;
+	struct vsched_kvm_gov_stats before, st;
+
+	(void)state;
+	assert_int_equal(gov_new(k, 1, NULL, &g), 0);
+	close_cap(k, g);
+	before = gov_stats(g);
+	/* One halt that slept in the last bucket (midpoint 3 x 2^29 ns)
+	 * after a failed poll of 2^64 - 2^30 ns: the two wrap to 2^29 ns. */
+	synth_add(&k->s[0], "halt_attempted_poll", 0, 1);
+	synth_add(&k->s[0], "halt_poll_fail_ns", 0, -(1ull << 30));
+	synth_add(&k->s[0], "halt_poll_fail_hist", 31, 1);
+	synth_add(&k->s[0], "halt_wakeup", 0, 1);
+	synth_add(&k->s[0], "halt_wait_ns", 0, 3ull << 29);
+	synth_add(&k->s[0], "halt_wait_hist", 31, 1);
+	(void)vsched_kvm_gov_tick(g, 10 * SEC);
+	st = gov_stats(g);
+	assert_int_equal(st.read_errors, before.read_errors + 1);
+	assert_int_equal(st.halts, before.halts);
+	assert_int_equal(st.decisions, before.decisions);
+	vsched_kvm_gov_destroy(g);
+	fake_free(k);
+}
+
+/* ==== G4: a value the governor does not use, going down ====
+ *
+ * tick_locked() calls the whole block it reads "backwards" when any u64 in
+ * it went down, including statistics it never uses that lie between the
+ * ones it does: an instant (KVM_STATS_TYPE_INSTANT) or peak value, such as
+ * KVM's `blocking`, goes down by design, and then every halt of that tick
+ * is thrown away as a read error. */
+static void test_unused_instant_value_goes_down(void **state)
+{
+	struct fake_kvm *k = fake_new(blocking_inside,
+				      sizeof(blocking_inside) /
+					      sizeof(blocking_inside[0]),
+				      1);
+	struct vsched_kvm_gov *g;
+	struct vsched_kvm_gov_stats st;
+
+	(void)state;
+	synth_set(&k->s[0], "blocking", 0, 1); /* halted at attach */
+	assert_int_equal(gov_new(k, 1, NULL, &g), 0);
+	kvm_polled(&k->s[0], 5000, 100);
+	synth_set(&k->s[0], "blocking", 0, 0); /* running now */
+	assert_int_equal(vsched_kvm_gov_tick(g, 2 * SEC), VSCHED_KVM_GOV_CHANGED);
+	st = gov_stats(g);
+	assert_int_equal(st.read_errors, 0);
+	assert_int_equal(st.halts, 100);
+	assert_int_equal(st.decisions, 1);
+	vsched_kvm_gov_destroy(g);
+	fake_free(k);
+}
+
+/* ==== G5: a vCPU whose stats fd starts failing ====
+ *
+ * With two vCPUs, one (1) busy with short halts and one (0) idle with long
+ * ones, the cap is vCPU 1's window. When vCPU 1's reads fail (EIO), the
+ * tick returns -EIO, but it still decides on vCPU 0 alone and closes the
+ * cap: vCPU 1, whose halts it can no longer see, loses its polling on a
+ * read error, and the tick's return value hides the change. A vCPU whose
+ * read failed should keep its last window in the VM-wide maximum (or the
+ * tick take no decision). */
+static void test_failing_vcpu_no_wrong_cap(void **state)
+{
+	struct fake_kvm *k = fake_new(FULL, 2);
+	struct vsched_kvm_gov_config c = { .size = sizeof(c),
+					   .min_change_ns = 1 };
+	struct vsched_kvm_gov *g;
+	uint64_t open;
+	int rc;
+
+	(void)state;
+	assert_int_equal(gov_new(k, 2, &c, &g), 0);
+	for (unsigned t = 1; t <= 4; t++) {
+		kvm_polled(&k->s[1], 5000, 1000);
+		kvm_slept(&k->s[0], 200000, 4000000, 200);
+		assert_true(vsched_kvm_gov_tick(g, t * 2 * SEC) > 0);
+	}
+	open = k->cap;
+	assert_true(open >= 8192);
+	assert_int_equal(gov_stats(g).cap_ns, open);
+	k->fail_vcpu = 1;
+	k->fail_rc = -EIO;
+	for (unsigned t = 5; t <= 8; t++) {
+		kvm_polled(&k->s[1], 5000, 1000);
+		kvm_slept(&k->s[0], 200000, 4000000, 200);
+		rc = vsched_kvm_gov_tick(g, t * 2 * SEC);
+		assert_int_equal(rc, -EIO);
+	}
+	assert_int_equal(gov_stats(g).read_errors, 4);
+	assert_int_equal(gov_stats(g).cap_ns, open);
+	assert_int_equal(k->cap, open);
+	vsched_kvm_gov_destroy(g);
+	fake_free(k);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_thread_short_interval),
+		cmocka_unit_test(test_clock_back_rate_bound),
+		cmocka_unit_test(test_clock_back_interval),
+		cmocka_unit_test(test_sums_ns_wrap),
+		cmocka_unit_test(test_hist_ns_wrap),
+		cmocka_unit_test(test_unused_instant_value_goes_down),
+		cmocka_unit_test(test_failing_vcpu_no_wrong_cap),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
