@@ -592,6 +592,129 @@ static void test_failing_vcpu_no_wrong_cap(void **state)
 	fake_free(k);
 }
 
+/* ==== Pinned: behaviour found sound (each fails under the mutant named) ====
+ *
+ * An idle VM (no halts, other counters moving) takes no decision and
+ * leaves KVM's own cap: no KVM_ENABLE_CAP at all. Mutant: decide() on a
+ * tick without halts (w = 0 closes the cap of every idle VM). */
+static void test_pin_idle_vm_keeps_kvm_cap(void **state)
+{
+	struct fake_kvm *k = fake_new(FULL, 2);
+	struct vsched_kvm_gov *g;
+	struct vsched_kvm_gov_stats st;
+
+	(void)state;
+	assert_int_equal(gov_new(k, 2, NULL, &g), 0);
+	for (unsigned t = 1; t <= 10; t++) {
+		synth_add(&k->s[0], "exits", 0, 1000);
+		synth_add(&k->s[1], "blocking", 0, 1);
+		assert_int_equal(vsched_kvm_gov_tick(g, t * 2 * SEC),
+				 VSCHED_KVM_GOV_SAMPLED);
+	}
+	st = gov_stats(g);
+	assert_int_equal(st.samples, 10);
+	assert_int_equal(st.decisions, 0);
+	assert_int_equal(st.cap_ns, UINT64_MAX);
+	assert_int_equal(k->sets, 0);
+	vsched_kvm_gov_destroy(g);
+	fake_free(k);
+}
+
+/* max_ns above KVM's 32 bits: the cap is UINT32_MAX at most, never a value
+ * KVM_ENABLE_CAP refuses. Mutant: configure() without the clamp. */
+static void test_pin_max_above_u32(void **state)
+{
+	struct fake_kvm *k = fake_new(FULL, 1);
+	struct vsched_poll_params p;
+	struct vsched_kvm_gov_config c = { .size = sizeof(c), .poll = &p };
+	struct vsched_kvm_gov *g;
+
+	(void)state;
+	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_FIXED, 1ull << 33, &p), 0);
+	assert_int_equal(gov_new(k, 1, &c, &g), 0);
+	kvm_polled(&k->s[0], 5000, 10);
+	assert_int_equal(vsched_kvm_gov_tick(g, 2 * SEC), VSCHED_KVM_GOV_CHANGED);
+	assert_int_equal(k->cap, UINT32_MAX);
+	vsched_kvm_gov_destroy(g);
+	fake_free(k);
+}
+
+/* Pseudo-random loads and clock steps (forward, standing still, inside
+ * the interval): every cap set is at most max_ns, no two changes are less
+ * than min_change_ns apart, every change leaves the band around the cap
+ * before it, and the counters add up. Mutants (checked): decide() without
+ * the rate bound, leaves_band() that lets any difference through. */
+static uint64_t lcg(uint64_t *x)
+{
+	*x = *x * 6364136223846793005ull + 1442695040888963407ull;
+	return *x >> 33;
+}
+
+static void test_pin_bounds_under_random_load(void **state)
+{
+	struct fake_kvm *k = fake_new(FULL, 2);
+	struct vsched_poll_params p;
+	struct vsched_kvm_gov_config c = { .size = sizeof(c), .poll = &p,
+					   .interval_ns = 10 * MS,
+					   .min_change_ns = 300 * MS,
+					   .hysteresis_pct = 30 };
+	struct vsched_kvm_gov *g;
+	struct vsched_kvm_gov_stats st;
+	uint64_t x = 42, now = SEC, last_set = 0, cap = UINT64_MAX;
+	bool set_once = false;
+	unsigned changed = 0;
+
+	(void)state;
+	vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 150000, &p);
+	p.decay_shift = 4; /* a short history: the window moves a lot */
+	p.latency_weight = 4;
+	assert_int_equal(gov_new(k, 2, &c, &g), 0);
+	for (unsigned t = 0; t < 400; t++) {
+		unsigned sets = k->sets;
+		int rc;
+
+		for (unsigned v = 0; v < 2; v++) {
+			uint64_t r = lcg(&x);
+
+			if (r % 3 == 0)
+				kvm_polled(&k->s[v], 1 + lcg(&x) % 100000, lcg(&x) % 300);
+			else if (r % 3 == 1)
+				kvm_slept(&k->s[v], lcg(&x) % 200000,
+					  lcg(&x) % 5000000, lcg(&x) % 300);
+		}
+		now += (uint64_t[]){ 0, MS, 10 * MS, 100 * MS, 700 * MS }[lcg(&x) % 5];
+		rc = vsched_kvm_gov_tick(g, now);
+		assert_true(rc >= 0);
+		if (rc != VSCHED_KVM_GOV_CHANGED) {
+			assert_int_equal(k->sets, sets);
+			continue;
+		}
+		changed++;
+		assert_int_equal(k->sets, sets + 1);
+		assert_true(k->cap <= 150000);
+		if (set_once)
+			assert_true(now - last_set >= 300 * MS);
+		if (cap != UINT64_MAX && (cap == 0) == (k->cap == 0)) {
+			uint64_t d = k->cap > cap ? k->cap - cap : cap - k->cap;
+			uint64_t big = k->cap > cap ? k->cap : cap;
+
+			assert_true(d * 100 > 30 * big);
+		}
+		cap = k->cap;
+		last_set = now;
+		set_once = true;
+	}
+	st = gov_stats(g);
+	assert_true(changed >= 2); /* the bounds were exercised */
+	assert_int_equal(st.cap_changes, changed);
+	assert_int_equal(st.cap_ns, cap);
+	assert_int_equal(st.decisions,
+			 st.cap_changes + st.held_hysteresis + st.held_rate);
+	assert_int_equal(st.halts, st.halts_polled + st.halts_slept);
+	vsched_kvm_gov_destroy(g);
+	fake_free(k);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -602,6 +725,9 @@ int main(void)
 		cmocka_unit_test(test_hist_ns_wrap),
 		cmocka_unit_test(test_unused_instant_value_goes_down),
 		cmocka_unit_test(test_failing_vcpu_no_wrong_cap),
+		cmocka_unit_test(test_pin_idle_vm_keeps_kvm_cap),
+		cmocka_unit_test(test_pin_max_above_u32),
+		cmocka_unit_test(test_pin_bounds_under_random_load),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
