@@ -39,7 +39,8 @@
  * explains what the governor can and cannot see.
  *
  * **Changing the cap.** A tick that finds halts takes a decision: the
- * largest vCPU window. It becomes the cap when it differs from the cap in
+ * largest vCPU window (a vCPU whose stats fd failed to read counts with
+ * its last window). It becomes the cap when it differs from the cap in
  * force by more than `hysteresis_pct` percent of the larger of the two (a
  * change between zero and non-zero always does), and no sooner than
  * `min_change_ns` after the previous change. Each decision fires the USDT
@@ -171,7 +172,8 @@ struct vsched_kvm_gov_stats {
 	/** Decisions kept from the cap by min_change_ns. */
 	uint64_t held_rate;
 	/** Failed reads of a stats fd, counters that went backwards, or a
-	 * tick whose halts add up past 2^64 (no halt of that vCPU is taken). */
+	 * tick whose halts, or their ns, add up past 2^64 (no halt of that
+	 * vCPU is taken). */
 	uint64_t read_errors;
 	/** KVM_ENABLE_CAP calls that failed. */
 	uint64_t set_errors;
@@ -223,7 +225,8 @@ VSCHED_API int vsched_kvm_gov_create(int vm_fd, const int *vcpu_fds,
 /**
  * Stop the thread (if any), close the stats fds, free the governor. The
  * cap stays as it was last set. @return 0 or VSCHED_EINVAL.
- * Context: any thread but the governor's own; no tick running.
+ * Context: any thread but the governor's own; no other call on `gov`
+ * running or made after it (a read_stats() racing it reads freed memory).
  */
 VSCHED_API int vsched_kvm_gov_destroy(struct vsched_kvm_gov *gov);
 

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <linux/kvm.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -121,7 +122,31 @@ struct vsched_kvm_gov {
 	pthread_t thread;
 	pthread_cond_t cond;
 	bool stop;
+	/* Callers waiting for the lock: the thread gives it up to them
+	 * before its next tick (a tick longer than interval_ns never waits,
+	 * and the lock is released only in the thread's wait). */
+	atomic_uint pending;
 };
+
+/* Take the lock in a caller's thread: announced, so that the ticking
+ * thread, which may tick back to back, lets the caller in. */
+static void gov_lock(const struct vsched_kvm_gov *cg)
+{
+	struct vsched_kvm_gov *g = (struct vsched_kvm_gov *)cg;
+
+	atomic_fetch_add(&g->pending, 1);
+	pthread_mutex_lock(&g->lock);
+	atomic_fetch_sub(&g->pending, 1);
+}
+
+static void gov_unlock(const struct vsched_kvm_gov *cg)
+{
+	struct vsched_kvm_gov *g = (struct vsched_kvm_gov *)cg;
+
+	if (g->threaded)
+		pthread_cond_broadcast(&g->cond); /* the thread may wait for us */
+	pthread_mutex_unlock(&g->lock);
+}
 
 /* ---- the kernel's ops ---- */
 
@@ -351,8 +376,8 @@ static bool add_ok(uint64_t *a, uint64_t b)
 }
 
 /* The halts of one tick as classes (histogram model); returns how many
- * classes, or -1 when the tick's halts add up past 2^64 (garbage, not
- * halts: feed() needs their sum). Adds the inputs to `st`. */
+ * classes, or -1 when the tick's halts, or their ns, add up past 2^64
+ * (garbage, not halts: feed() needs their sum). Adds the inputs to `st`. */
 static int classes_hist(const struct gvcpu *v, struct hclass *c,
 			struct vsched_kvm_gov_stats *st)
 {
@@ -368,11 +393,18 @@ static int classes_hist(const struct gvcpu *v, struct hclass *c,
 		ok &= add_ok(&nw, delta(v, F_WAIT_HIST, i));
 	if (!ok || __builtin_add_overflow(ns, nw, &all))
 		return -1;
-	if (v->f[F_FAIL_NS].have)
+	if (v->f[F_FAIL_NS].have) {
 		fail_ns = delta(v, F_FAIL_NS, 0);
-	else
-		for (unsigned i = 0; i < v->f[F_FAIL_HIST].n; i++)
-			fail_ns += delta(v, F_FAIL_HIST, i) * bucket_mid(i);
+	} else {
+		for (unsigned i = 0; i < v->f[F_FAIL_HIST].n; i++) {
+			uint64_t x;
+
+			if (__builtin_mul_overflow(delta(v, F_FAIL_HIST, i),
+						   bucket_mid(i), &x) ||
+			    !add_ok(&fail_ns, x))
+				return -1; /* ns past 2^64: garbage too */
+		}
+	}
 	inv = field_delta(v, F_INV_N);
 	if (inv > ns)
 		inv = ns;
@@ -392,10 +424,13 @@ static int classes_hist(const struct gvcpu *v, struct hclass *c,
 			c[n++] = (struct hclass){ bucket_mid(i), bucket_mid(i), d };
 	}
 	for (unsigned i = 0; i < v->f[F_WAIT_HIST].n; i++) {
-		uint64_t d = delta(v, F_WAIT_HIST, i);
+		uint64_t d = delta(v, F_WAIT_HIST, i), len;
 
-		if (d)
-			c[n++] = (struct hclass){ bucket_mid(i) + part, part, d };
+		if (!d)
+			continue;
+		if (__builtin_add_overflow(bucket_mid(i), part, &len))
+			return -1; /* a halt past 2^64 ns */
+		c[n++] = (struct hclass){ len, part, d };
 	}
 	st->halts += all;
 	st->halts_polled += ns;
@@ -413,14 +448,15 @@ static int classes_sums(const struct gvcpu *v, struct hclass *c,
 	uint64_t ns = delta(v, F_SUCC_N, 0), na = delta(v, F_ATT_N, 0);
 	uint64_t inv = field_delta(v, F_INV_N), wake = field_delta(v, F_WAKEUP_N);
 	uint64_t fail_ns = delta(v, F_FAIL_NS, 0), wait_ns = delta(v, F_WAIT_NS, 0);
-	uint64_t nsl = na > ns ? na - ns : 0, all;
+	uint64_t nsl = na > ns ? na - ns : 0, all, slept_ns;
 	int n = 0;
 
 	if (wake > nsl)
 		nsl = wake; /* sleeps without a poll (window 0) */
 	if (!nsl && wait_ns)
 		nsl = 1;
-	if (__builtin_add_overflow(ns, nsl, &all))
+	if (__builtin_add_overflow(ns, nsl, &all) ||
+	    __builtin_add_overflow(fail_ns, wait_ns, &slept_ns))
 		return -1;
 	if (inv > ns)
 		inv = ns;
@@ -430,7 +466,7 @@ static int classes_sums(const struct gvcpu *v, struct hclass *c,
 		c[n++] = (struct hclass){ len, len, ns - inv };
 	}
 	if (nsl)
-		c[n++] = (struct hclass){ (fail_ns + wait_ns) / nsl, fail_ns / nsl, nsl };
+		c[n++] = (struct hclass){ slept_ns / nsl, fail_ns / nsl, nsl };
 	st->halts += all;
 	st->halts_polled += ns;
 	st->halts_slept += nsl;
@@ -525,6 +561,11 @@ static int decide(struct vsched_kvm_gov *g, uint64_t w, uint64_t halts,
 {
 	int rc = VSCHED_KVM_GOV_SAMPLED;
 
+	/* A clock that stepped back takes the last change with it: the
+	 * bound restarts from now (unsigned, now - last_change would wrap to
+	 * about 2^64 and pass it). */
+	if (g->changed_once && now < g->last_change)
+		g->last_change = now;
 	g->st.decisions++;
 	g->st.window_ns = w;
 	g->st.last_halts = halts;
@@ -549,6 +590,9 @@ static int tick_locked(struct vsched_kvm_gov *g, uint64_t now)
 	bool any = false;
 	int err = 0;
 
+	/* The same for the interval: a step back restarts it from now. */
+	if (g->sampled_once && now < g->last_tick)
+		g->last_tick = now;
 	if (g->sampled_once && now - g->last_tick < g->interval_ns)
 		return VSCHED_KVM_GOV_IDLE;
 	g->sampled_once = true;
@@ -561,12 +605,24 @@ static int tick_locked(struct vsched_kvm_gov *g, uint64_t now)
 		bool back = false;
 
 		if (rc) {
+			/* Its halts are unknown, not absent: its last window
+			 * stays in the maximum, so that a decision on the
+			 * others does not take its polling away. */
+			uint64_t vw = vsched_poll_window(&g->poll, &v->st);
+
+			if (vw > w)
+				w = vw;
 			g->st.read_errors++;
 			err = rc;
 			continue;
 		}
-		for (uint32_t j = 0; j < v->nvals; j++)
-			back |= v->cur[j] < v->prev[j];
+		/* Only the statistics read: the block also holds others
+		 * between them, which may be instant or peak values that go
+		 * down by design (KVM's `blocking`). */
+		for (unsigned k = 0; k < NFIELDS; k++)
+			for (uint32_t j = 0; v->f[k].have && j < v->f[k].n; j++)
+				back |= v->cur[v->f[k].idx + j] <
+					v->prev[v->f[k].idx + j];
 		nc = back ? -1 : v->hist ? classes_hist(v, c, &g->st) :
 					   classes_sums(v, c, &g->st);
 		if (nc < 0) {
@@ -620,9 +676,9 @@ int vsched_kvm_gov_set_cap(struct vsched_kvm_gov *g, uint64_t max_ns,
 		return VSCHED_EINVAL;
 	if (max_ns > UINT32_MAX)
 		return VSCHED_ERANGE;
-	pthread_mutex_lock(&g->lock);
+	gov_lock(g);
 	rc = apply_cap(g, max_ns, now_ns);
-	pthread_mutex_unlock(&g->lock);
+	gov_unlock(g);
 	return rc;
 }
 
@@ -651,8 +707,16 @@ static void *gov_thread(void *arg)
 				       (long)(until % 1000000000ull) };
 
 		(void)tick_locked(g, mono_ns()); /* errors are counted */
-		while (!g->stop && mono_ns() < until)
-			pthread_cond_timedwait(&g->cond, &g->lock, &ts);
+		/* A caller waiting for the lock gets it first, even when the
+		 * tick took longer than the interval (no timed wait then). */
+		while (!g->stop) {
+			if (atomic_load(&g->pending))
+				pthread_cond_wait(&g->cond, &g->lock);
+			else if (mono_ns() < until)
+				pthread_cond_timedwait(&g->cond, &g->lock, &ts);
+			else
+				break;
+		}
 	}
 	pthread_mutex_unlock(&g->lock);
 	return NULL;
@@ -816,10 +880,9 @@ int vsched_kvm_gov_destroy(struct vsched_kvm_gov *g)
 	if (!g)
 		return VSCHED_EINVAL;
 	if (g->threaded) {
-		pthread_mutex_lock(&g->lock);
+		gov_lock(g);
 		g->stop = true;
-		pthread_cond_broadcast(&g->cond);
-		pthread_mutex_unlock(&g->lock);
+		gov_unlock(g); /* broadcasts */
 		pthread_join(g->thread, NULL);
 	}
 	free_gov(g);
@@ -829,14 +892,13 @@ int vsched_kvm_gov_destroy(struct vsched_kvm_gov *g)
 int vsched_kvm_gov_read_stats(const struct vsched_kvm_gov *g,
 			      struct vsched_kvm_gov_stats *out)
 {
-	struct vsched_kvm_gov *m = (struct vsched_kvm_gov *)g; /* the lock */
 	int rc;
 
 	if (!g)
 		return VSCHED_EINVAL;
-	pthread_mutex_lock(&m->lock);
+	gov_lock(g);
 	rc = vsched__struct_out(out, &g->st, sizeof(g->st));
-	pthread_mutex_unlock(&m->lock);
+	gov_unlock(g);
 	return rc;
 }
 
