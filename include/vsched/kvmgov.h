@@ -78,6 +78,9 @@ extern "C" {
 
 struct vsched_kvm_gov;
 
+/** The most halts a tick feeds each vCPU's policy (samples_per_tick). */
+#define VSCHED_KVM_GOV_MAX_SAMPLES 4096
+
 /**
  * How the governor reaches KVM (frozen layout, see version.h). NULL in the
  * config: the kernel (ioctl, pread, close). A test or a VMM with its own
@@ -116,7 +119,9 @@ struct vsched_kvm_gov_config {
 	uint64_t min_change_ns;
 	/** Hysteresis band in percent of the larger value (0: 25; at most 100). */
 	unsigned hysteresis_pct;
-	/** Halts fed to the policy per vCPU and tick, at most (0: 64). */
+	/** Halts fed to the policy per vCPU and tick, at most (0: 64; at
+	 * most VSCHED_KVM_GOV_MAX_SAMPLES, else VSCHED_EINVAL: a tick feeds
+	 * them with the governor's lock held). */
 	unsigned samples_per_tick;
 	/** Use the sums model even where the histograms exist. */
 	bool force_sums;

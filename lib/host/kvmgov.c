@@ -767,6 +767,8 @@ static int configure(struct vsched_kvm_gov *g,
 	g->interval_ns = c->interval_ns ? c->interval_ns : 100000000ull;
 	g->min_change_ns = c->min_change_ns ? c->min_change_ns : 1000000000ull;
 	g->pct = c->hysteresis_pct ? c->hysteresis_pct : 25;
+	if (c->samples_per_tick > VSCHED_KVM_GOV_MAX_SAMPLES)
+		return VSCHED_EINVAL;
 	g->spt = c->samples_per_tick ? c->samples_per_tick : 64;
 	if (c->ops) {
 		if (!c->ops->check_cap || !c->ops->set_cap ||

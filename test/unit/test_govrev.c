@@ -639,6 +639,32 @@ static void test_pin_max_above_u32(void **state)
 	fake_free(k);
 }
 
+/* samples_per_tick has a bound (VSCHED_KVM_GOV_MAX_SAMPLES): one tick
+ * feeds each vCPU's policy up to that many halts with the lock held, so
+ * 4 billion of them on each of 4,096 vCPUs was a tick that never ended.
+ * Before: any value accepted. */
+static void test_samples_per_tick_bounded(void **state)
+{
+	struct fake_kvm *k = fake_new(FULL, 1);
+	struct vsched_kvm_gov_config c = { .size = sizeof(c) };
+	struct vsched_kvm_gov *g = NULL;
+
+	(void)state;
+	c.samples_per_tick = VSCHED_KVM_GOV_MAX_SAMPLES + 1;
+	assert_int_equal(gov_new(k, 1, &c, &g), VSCHED_EINVAL);
+	assert_null(g);
+	c.samples_per_tick = UINT32_MAX;
+	c.poll = NULL;
+	assert_int_equal(gov_new(k, 1, &c, &g), VSCHED_EINVAL);
+	c.samples_per_tick = VSCHED_KVM_GOV_MAX_SAMPLES;
+	c.poll = NULL;
+	assert_int_equal(gov_new(k, 1, &c, &g), 0);
+	kvm_polled(&k->s[0], 5000, 100000);
+	assert_int_equal(vsched_kvm_gov_tick(g, 2 * SEC), VSCHED_KVM_GOV_CHANGED);
+	vsched_kvm_gov_destroy(g);
+	fake_free(k);
+}
+
 /* Pseudo-random loads and clock steps (forward, standing still, inside
  * the interval): every cap set is at most max_ns, no two changes are less
  * than min_change_ns apart, every change leaves the band around the cap
@@ -727,6 +753,7 @@ int main(void)
 		cmocka_unit_test(test_failing_vcpu_no_wrong_cap),
 		cmocka_unit_test(test_pin_idle_vm_keeps_kvm_cap),
 		cmocka_unit_test(test_pin_max_above_u32),
+		cmocka_unit_test(test_samples_per_tick_bounded),
 		cmocka_unit_test(test_pin_bounds_under_random_load),
 	};
 
