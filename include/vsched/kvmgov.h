@@ -125,7 +125,8 @@ struct vsched_kvm_gov_config {
 	unsigned samples_per_tick;
 	/** Use the sums model even where the histograms exist. */
 	bool force_sums;
-	/** Tick from a thread of the governor's own, every interval_ns. */
+	/** Tick from a thread of the governor's own, every interval_ns
+	 * (created with every signal blocked: none is delivered to it). */
 	bool thread;
 	/** NULL: the kernel. */
 	const struct vsched_kvm_gov_ops *ops;

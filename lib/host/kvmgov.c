@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <linux/kvm.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -866,8 +867,17 @@ int vsched_kvm_gov_create(int vm_fd, const int *vcpu_fds, unsigned nvcpus,
 		return rc;
 	}
 	if (c.thread) {
+		sigset_t all, old;
+
 		g->threaded = true;
+		/* The thread takes no signal: a VMM's signals (a vCPU kick,
+		 * SIGTERM, SIGCHLD) go to its own threads, never to a
+		 * library's that would run their handlers in its tick. It
+		 * inherits the mask it is created with. */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
 		rc = pthread_create(&g->thread, NULL, gov_thread, g);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (rc) {
 			free_gov(g);
 			return -rc;

@@ -8,9 +8,11 @@
  * is bounded (a helper thread with a deadline, and alarm() behind it).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -639,6 +641,95 @@ static void test_pin_max_above_u32(void **state)
 	fake_free(k);
 }
 
+/* The governor's own thread blocks every signal: a VMM's process-directed
+ * signal (SIGTERM, SIGCHLD, a kick signal it sends the process) must not
+ * run its handler on a library thread in the middle of a tick. Read from
+ * /proc/self/task/<tid>/status (SigBlk) of the thread that create added.
+ * Before: the creator's mask (here: none blocked). */
+#define MAX_TASKS 64
+
+static unsigned tasks(long *tid)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	unsigned n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)) && n < MAX_TASKS)
+		if (e->d_name[0] != '.')
+			tid[n++] = atol(e->d_name);
+	closedir(d);
+	return n;
+}
+
+static uint64_t sigblk(long tid)
+{
+	char path[64], line[128];
+	uint64_t blk = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/status", tid);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "SigBlk:", 7))
+			blk = strtoull(line + 7, NULL, 16);
+	fclose(f);
+	return blk;
+}
+
+static void test_thread_blocks_signals(void **state)
+{
+	struct fake_kvm *k = fake_new(FULL, 1);
+	struct vsched_kvm_gov_config c = { .size = sizeof(c), .thread = true };
+	struct vsched_kvm_gov *g;
+	sigset_t none, before, after;
+	long was[MAX_TASKS], now[MAX_TASKS], gov = 0;
+	unsigned nw, nn, added = 0;
+
+	(void)state;
+	/* Under qemu-user or valgrind a task's SigBlk is the emulator's
+	 * host mask, not the client thread's. */
+	const char *emu = getenv("VSCHED_UNDER_EMULATOR");
+
+	if (getenv("VSCHED_UNDER_VALGRIND") || (emu && !strcmp(emu, "1"))) {
+		fake_free(k);
+		skip();
+	}
+	sigemptyset(&none);
+	assert_int_equal(pthread_sigmask(SIG_SETMASK, &none, &before), 0);
+	nw = tasks(was);
+	assert_int_equal(gov_new(k, 1, &c, &g), 0);
+	nn = tasks(now);
+	for (unsigned i = 0; i < nn; i++) {
+		bool old = false;
+
+		for (unsigned j = 0; j < nw; j++)
+			old |= now[i] == was[j];
+		if (!old)
+			gov = now[i], added++;
+	}
+	assert_int_equal(added, 1);
+	/* Running, past glibc's start-up (a new thread starts with every
+	 * signal blocked and takes its creator's mask before its function
+	 * runs): it has ticked once. */
+	for (unsigned i = 0; i < 2000 && !gov_stats(g).samples; i++)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	assert_true(gov_stats(g).samples > 0);
+	uint64_t blk = sigblk(gov);
+
+	printf("governor thread SigBlk %016llx\n", (unsigned long long)blk);
+	assert_true(blk & (1ull << (SIGTERM - 1)));
+	assert_true(blk & (1ull << (SIGUSR1 - 1)));
+	assert_true(blk & (1ull << (SIGCHLD - 1)));
+	/* The creator's own mask is as it was. */
+	assert_int_equal(pthread_sigmask(SIG_SETMASK, NULL, &after), 0);
+	assert_false(sigismember(&after, SIGTERM));
+	vsched_kvm_gov_destroy(g);
+	fake_free(k);
+	pthread_sigmask(SIG_SETMASK, &before, NULL);
+}
+
 /* samples_per_tick has a bound (VSCHED_KVM_GOV_MAX_SAMPLES): one tick
  * feeds each vCPU's policy up to that many halts with the lock held, so
  * 4 billion of them on each of 4,096 vCPUs was a tick that never ended.
@@ -754,6 +845,7 @@ int main(void)
 		cmocka_unit_test(test_pin_idle_vm_keeps_kvm_cap),
 		cmocka_unit_test(test_pin_max_above_u32),
 		cmocka_unit_test(test_samples_per_tick_bounded),
+		cmocka_unit_test(test_thread_blocks_signals),
 		cmocka_unit_test(test_pin_bounds_under_random_load),
 	};
 
