@@ -239,6 +239,8 @@ static void test_bug_service_destroy_while_running(void **state)
 	wait_running();
 	/* Misuse the service can see: refused, nothing freed. */
 	assert_int_equal(vsched_timer_service_destroy(svc), VSCHED_ESTATE);
+	/* So is the VM's destroy, which would destroy the service. */
+	assert_int_equal(vsched_vm_destroy(vm), VSCHED_ESTATE);
 	/* Still working: an armed timer is still fired by run(). */
 	assert_int_equal(vsched_timer_arm(t, mono() + 1000000), 0);
 	for (int i = 0; i < 2000 && tstats(t).fired == 0; i++)
