@@ -355,6 +355,76 @@ static void test_bug_adaptive_one_slow_read_stops_reads(void **state)
 }
 
 /* ------------------------------------------------------------------ */
+/* Defect 6 (lib/timer.c vsched_timer_arm(), set_ctl(); lib/timers.h
+ * post_expiry()): a blocked vCPU ends its block at its earliest timer by
+ * itself (doc/timers.md), and an arm from another thread that brings a
+ * deadline forward wakes it (note_and_wake()) so that it does. But an arm
+ * (or an unmask) from another thread whose deadline has already passed
+ * posts the expiry instead, and when the timer's kind is
+ * VSCHED_REQ_NO_WAKEUP that post does not wake the sleeper, and nothing
+ * else does: the vCPU sleeps on to the caller's deadline (for ever with
+ * VSCHED_DEADLINE_NONE) with its timer interrupt pending, while the same
+ * arm 1 ns in the future would have ended the block at once.
+ * Fix: 05-timer-post-rewakes.diff (an expiry post of a NO_WAKEUP kind
+ * re-wakes a blocked vCPU, as the arm of a future deadline does). */
+struct arm_blocked_arg {
+	struct vsched_vcpu *v;
+	struct vsched_timer *t;
+	bool level;
+};
+
+static void *arm_when_blocked(void *p)
+{
+	struct arm_blocked_arg *a = p;
+	for (int i = 0; i < 2000 && vsched_vcpu_mode(a->v) != VSCHED_MODE_BLOCKED; i++)
+		usleep(1000);
+	usleep(10000); /* asleep, not just arming */
+	if (a->level)
+		vsched_timer_set_ctl(a->t, true, false); /* unmask: CVAL passed */
+	else
+		vsched_timer_arm(a->t, 1); /* long past */
+	return NULL;
+}
+
+static void test_bug_past_arm_no_wakeup_kind_blocked(void **state)
+{
+	(void)state;
+	alarm(30);
+	for (int level = 0; level < 2; level++) {
+		struct vsched_timer_desc d = { .size = sizeof(d), .kind = K_TIMER,
+					       .semantics = level ? VSCHED_TIMER_LEVEL
+								  : VSCHED_TIMER_ONESHOT };
+		struct arm_blocked_arg a = { .level = level };
+		pthread_t th;
+		struct vsched_vm *vm = make_vm(NULL, 0);
+		declare(vm, K_TIMER, "timer", 1, VSCHED_REQ_NO_WAKEUP, on_timer,
+			NULL, 0);
+		assert_int_equal(vsched_request_finalize(vm, 0), 0);
+		a.v = make_vcpu(vm, 0);
+		assert_int_equal(vsched_timer_create(a.v, &d, &a.t), 0);
+		if (level) {
+			assert_int_equal(vsched_timer_set_ctl(a.t, true, true), 0);
+			assert_int_equal(vsched_timer_arm(a.t, 1), 0); /* masked */
+		}
+		assert_int_equal(pthread_create(&th, NULL, arm_when_blocked, &a), 0);
+		uint64_t dl = vsched_now_ns(vm) + 3000000000ull;
+		int reason = vsched_vcpu_block(a.v, dl);
+		uint64_t back = vsched_now_ns(vm);
+		assert_true(join_within(th, 5000, NULL));
+		if (back >= dl)
+			print_error("%s: the block slept to its deadline with the "
+				    "expiry pending\n", level ? "unmask" : "arm");
+		assert_int_equal(reason, VSCHED_WAKE_REQUEST);
+		assert_true(back < dl);
+		delivered = 0;
+		assert_int_equal(vsched_service(a.v), 1);
+		assert_int_equal(delivered, 1);
+		vsched_vm_destroy(vm);
+	}
+	alarm(0);
+}
+
+/* ------------------------------------------------------------------ */
 /* Pins. */
 
 /* Stop before run, stop twice, dispatch after stop, run after stop: all
@@ -488,6 +558,7 @@ int main(void)
 		cmocka_unit_test(test_bug_service_destroy_while_running),
 		cmocka_unit_test(test_bug_timer_wait_kind),
 		cmocka_unit_test(test_bug_adaptive_one_slow_read_stops_reads),
+		cmocka_unit_test(test_bug_past_arm_no_wakeup_kind_blocked),
 		cmocka_unit_test(test_pin_service_stop_orders),
 		cmocka_unit_test(test_pin_extreme_deadlines_service),
 		cmocka_unit_test(test_pin_still_clock_service),
