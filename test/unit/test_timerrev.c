@@ -7,7 +7,10 @@
  * wait is bounded (a timed join, alarm()); none asserts how long
  * anything took. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
+#include <sys/epoll.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -425,6 +428,63 @@ static void test_bug_past_arm_no_wakeup_kind_blocked(void **state)
 }
 
 /* ------------------------------------------------------------------ */
+/* Defect 7 (lib/tservice.c vsched_timer_service_run()): run() ignores its
+ * epoll_pwait's result. A wait that fails with anything but EINTR (a
+ * seccomp filter's errno, as the sleep paths already handle for
+ * timerfd_settime) fails again at once, every time: run() spins at full
+ * CPU for ever (dispatch, fail, dispatch...) and never reports it. It
+ * should return the error. Fix: 06-service-run-wait-error.diff. */
+static _Atomic int pwait_errno;
+static _Atomic unsigned pwait_failed;
+
+int epoll_pwait(int epfd, struct epoll_event *ev, int n, int timeout,
+		const sigset_t *mask)
+{
+	static int (*real)(int, struct epoll_event *, int, int, const sigset_t *);
+	int e = atomic_load(&pwait_errno);
+
+	if (!real)
+		real = (int (*)(int, struct epoll_event *, int, int, const sigset_t *))dlsym(
+			RTLD_NEXT, "epoll_pwait");
+	if (e && timeout != 0) {
+		atomic_fetch_add(&pwait_failed, 1);
+		errno = e;
+		return -1;
+	}
+	return real(epfd, ev, n, timeout, mask);
+}
+
+static void test_bug_service_run_wait_error_spins(void **state)
+{
+	struct vsched_timer *t;
+	struct vsched_timer_service *svc;
+	struct run_arg a = { 0 };
+	pthread_t ta;
+	(void)state;
+	struct vsched_vm *vm = service_vm(&t);
+	assert_int_equal(vsched_timer_service_create(vm, &svc), 0);
+	a.svc = svc;
+	atomic_store(&pwait_failed, 0);
+	atomic_store(&pwait_errno, EPERM);
+	assert_int_equal(pthread_create(&ta, NULL, run_thread, &a), 0);
+	for (int i = 0; i < 2000 && !atomic_load(&pwait_failed); i++)
+		usleep(1000);
+	bool back = join_within(ta, 500, NULL);
+	unsigned failed = atomic_load(&pwait_failed);
+	atomic_store(&pwait_errno, 0);
+	if (!back) {
+		print_error("run() spun through %u failed waits in 0.5 s\n", failed);
+		assert_int_equal(vsched_timer_service_stop(svc), 0);
+		assert_true(join_within(ta, 2000, NULL));
+	}
+	assert_true(back);
+	assert_int_equal(failed, 1);
+	assert_int_equal(atomic_load(&a.rc), -EPERM);
+	assert_int_equal(vsched_timer_service_destroy(svc), 0);
+	vsched_vm_destroy(vm);
+}
+
+/* ------------------------------------------------------------------ */
 /* Pins. */
 
 /* Stop before run, stop twice, dispatch after stop, run after stop: all
@@ -559,6 +619,7 @@ int main(void)
 		cmocka_unit_test(test_bug_timer_wait_kind),
 		cmocka_unit_test(test_bug_adaptive_one_slow_read_stops_reads),
 		cmocka_unit_test(test_bug_past_arm_no_wakeup_kind_blocked),
+		cmocka_unit_test(test_bug_service_run_wait_error_spins),
 		cmocka_unit_test(test_pin_service_stop_orders),
 		cmocka_unit_test(test_pin_extreme_deadlines_service),
 		cmocka_unit_test(test_pin_still_clock_service),
