@@ -608,6 +608,54 @@ static void test_pin_still_clock_service(void **state)
 	vsched_vm_destroy(vm);
 }
 
+/* vCPU hotplug churn while run() dispatches: vCPUs with armed timers are
+ * destroyed and re-created under the walking service; the dead vCPU's
+ * timers refuse arms and are never fired again; the live one's still fire
+ * (mutant: vsched__timers_unlink() freeing the timers at once, a
+ * use-after-free under ASan; or dispatch not skipping destroyed vCPUs). */
+static void test_pin_hotplug_churn_with_service(void **state)
+{
+	struct vsched_timer_desc d = { .size = sizeof(d), .kind = K_TIMER };
+	struct vsched_timer *t0, *t1;
+	struct vsched_timer_service *svc;
+	struct run_arg a = { 0 };
+	pthread_t ta;
+	(void)state;
+	alarm(60);
+	struct vsched_vm *vm = service_vm(&t0);
+	assert_int_equal(vsched_timer_service_create(vm, &svc), 0);
+	a.svc = svc;
+	assert_int_equal(pthread_create(&ta, NULL, run_thread, &a), 0);
+	for (int i = 0; i < 100; i++) {
+		struct vsched_vcpu *v1 = make_vcpu(vm, 1);
+		assert_int_equal(vsched_timer_create(v1, &d, &t1), 0);
+		assert_int_equal(vsched_timer_arm(t1, mono() + 20000), 0);
+		assert_int_equal(vsched_timer_arm(t0, mono() + 30000), 0);
+		usleep(i % 3 ? 50 : 0);
+		assert_int_equal(vsched_vcpu_destroy(v1), 0);
+		unsigned fired = (unsigned)tstats(t1).fired;
+		assert_int_equal(vsched_timer_arm(t1, 1), VSCHED_EDESTROYED);
+		usleep(100);
+		assert_int_equal(tstats(t1).fired, fired);
+	}
+	assert_int_equal(vsched_timer_arm(t0, mono() + 10000), 0);
+	for (int i = 0; i < 2000; i++) {
+		bool exp;
+		assert_int_equal(vsched_timer_get(t0, NULL, &exp), 0);
+		if (exp)
+			break;
+		usleep(1000);
+	}
+	bool exp;
+	assert_int_equal(vsched_timer_get(t0, NULL, &exp), 0);
+	assert_true(exp);
+	assert_int_equal(vsched_timer_service_stop(svc), 0);
+	assert_true(join_within(ta, 5000, NULL));
+	assert_int_equal(vsched_timer_service_destroy(svc), 0);
+	vsched_vm_destroy(vm);
+	alarm(0);
+}
+
 /* report_spurious with extreme costs, on a disarmed timer, and many times:
  * estimates saturate without wrapping, the share stays <= 1000 permille
  * (mutant: est_spur updated without the /8 split wraps to a small value). */
@@ -639,6 +687,7 @@ int main(void)
 		cmocka_unit_test(test_pin_service_stop_orders),
 		cmocka_unit_test(test_pin_extreme_deadlines_service),
 		cmocka_unit_test(test_pin_still_clock_service),
+		cmocka_unit_test(test_pin_hotplug_churn_with_service),
 		cmocka_unit_test(test_pin_report_spurious_extremes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
