@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -501,6 +502,68 @@ static void test_bug_service_run_wait_error_spins(void **state)
 }
 
 /* ------------------------------------------------------------------ */
+/* Defect 8 (lib/tservice.c program()): the service ignores a failed
+ * timerfd_settime ("(void)vsched__os_timer_at()"). The deadline an arm
+ * lowered `next` to is then never programmed: run() sleeps on with no
+ * timer, the running vCPU is never kicked for it and nothing reports why
+ * (the sleep paths already make a failed timerfd_settime the sleep's
+ * error). It should reach run() (its return) and dispatch(); once the
+ * kernel takes the timer again, a dispatch fires what is due.
+ * Fix: 07-service-settime-error.diff. */
+static _Atomic int tfd_errno;
+
+int timerfd_settime(int fd, int flags, const struct itimerspec *its,
+		    struct itimerspec *old)
+{
+	static int (*real)(int, int, const struct itimerspec *, struct itimerspec *);
+	int e = atomic_load(&tfd_errno);
+
+	if (!real)
+		real = (int (*)(int, int, const struct itimerspec *, struct itimerspec *))dlsym(
+			RTLD_NEXT, "timerfd_settime");
+	if (e && (its->it_value.tv_sec || its->it_value.tv_nsec)) {
+		errno = e;
+		return -1;
+	}
+	return real(fd, flags, its, old);
+}
+
+static void test_bug_service_settime_error_lost(void **state)
+{
+	struct vsched_timer *t;
+	struct vsched_timer_service *svc;
+	struct run_arg a = { 0 };
+	pthread_t ta;
+	(void)state;
+	struct vsched_vm *vm = service_vm(&t);
+	assert_int_equal(vsched_timer_service_create(vm, &svc), 0);
+	a.svc = svc;
+	assert_int_equal(pthread_create(&ta, NULL, run_thread, &a), 0);
+	wait_running();
+	atomic_store(&tfd_errno, EPERM);
+	const uint64_t due = mono() + 1000000;
+	assert_int_equal(vsched_timer_arm(t, due), 0);
+	bool back = join_within(ta, 1000, NULL);
+	atomic_store(&tfd_errno, 0);
+	if (!back) {
+		print_error("run() slept on: the deadline was never programmed "
+			    "(fired %u)\n", (unsigned)tstats(t).fired);
+		assert_int_equal(vsched_timer_service_stop(svc), 0);
+		assert_true(join_within(ta, 2000, NULL));
+	}
+	assert_true(back);
+	assert_int_equal(atomic_load(&a.rc), -EPERM);
+	/* Nothing lost: the kernel takes the timer again, a dispatch fires
+	 * what is due. */
+	while (mono() <= due)
+		usleep(100);
+	assert_int_equal(vsched_timer_service_dispatch(svc), 1);
+	assert_int_equal(tstats(t).fired, 1);
+	assert_int_equal(vsched_timer_service_destroy(svc), 0);
+	vsched_vm_destroy(vm);
+}
+
+/* ------------------------------------------------------------------ */
 /* Pins. */
 
 /* Stop before run, stop twice, dispatch after stop, run after stop: all
@@ -684,6 +747,7 @@ int main(void)
 		cmocka_unit_test(test_bug_adaptive_one_slow_read_stops_reads),
 		cmocka_unit_test(test_bug_past_arm_no_wakeup_kind_blocked),
 		cmocka_unit_test(test_bug_service_run_wait_error_spins),
+		cmocka_unit_test(test_bug_service_settime_error_lost),
 		cmocka_unit_test(test_pin_service_stop_orders),
 		cmocka_unit_test(test_pin_extreme_deadlines_service),
 		cmocka_unit_test(test_pin_still_clock_service),
