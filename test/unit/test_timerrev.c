@@ -672,10 +672,12 @@ static void test_pin_still_clock_service(void **state)
 }
 
 /* vCPU hotplug churn while run() dispatches: vCPUs with armed timers are
- * destroyed and re-created under the walking service; the dead vCPU's
- * timers refuse arms and are never fired again; the live one's still fire
- * (mutant: vsched__timers_unlink() freeing the timers at once, a
- * use-after-free under ASan; or dispatch not skipping destroyed vCPUs). */
+ * destroyed and re-created under the walking service; a dead vCPU's timer
+ * refuses arms and is never fired (latched) after its destroy, though the
+ * service's fd was programmed for it; the live vCPU's timer still fires.
+ * ASan-clean (the dead timers' memory lives until the VM's destroy).
+ * Mutant caught: vsched__timers_unlink() not unlinking together with
+ * dispatch() not skipping destroyed vCPUs (the dead timer gets latched). */
 static void test_pin_hotplug_churn_with_service(void **state)
 {
 	struct vsched_timer_desc d = { .size = sizeof(d), .kind = K_TIMER };
@@ -692,14 +694,20 @@ static void test_pin_hotplug_churn_with_service(void **state)
 	for (int i = 0; i < 100; i++) {
 		struct vsched_vcpu *v1 = make_vcpu(vm, 1);
 		assert_int_equal(vsched_timer_create(v1, &d, &t1), 0);
-		assert_int_equal(vsched_timer_arm(t1, mono() + 20000), 0);
+		bool exp1;
+		assert_int_equal(vsched_timer_arm(t1, mono() + (i % 2 ? 20000 : 2000000)), 0);
 		assert_int_equal(vsched_timer_arm(t0, mono() + 30000), 0);
-		usleep(i % 3 ? 50 : 0);
+		usleep(i % 2 ? 50 : 0);
+		assert_int_equal(vsched_timer_get(t1, NULL, &exp1), 0);
 		assert_int_equal(vsched_vcpu_destroy(v1), 0);
 		unsigned fired = (unsigned)tstats(t1).fired;
 		assert_int_equal(vsched_timer_arm(t1, 1), VSCHED_EDESTROYED);
-		usleep(100);
+		usleep(i % 2 ? 100 : 3000);
 		assert_int_equal(tstats(t1).fired, fired);
+		if (!(i % 2) && !exp1) { /* due 2 ms after its vCPU died */
+			assert_int_equal(vsched_timer_get(t1, NULL, &exp1), 0);
+			assert_false(exp1);
+		}
 	}
 	assert_int_equal(vsched_timer_arm(t0, mono() + 10000), 0);
 	for (int i = 0; i < 2000; i++) {
