@@ -117,6 +117,19 @@ bool vsched__timer_filter(struct vsched_vcpu *v, unsigned r)
 	 * (level) no longer asserted. */
 	stale = !(w & EXPIRED) ||
 		(t->semantics == VSCHED_TIMER_LEVEL && !line_high(w, now));
+	/* LEVEL, latched but the line low at `now`: the VM's clock stepped
+	 * back below CVAL since the post (every other fall unlatches in its
+	 * own RMW). The line fell: unlatch, as every fall does, so that its
+	 * next rise (the clock passing CVAL again) posts; left latched, the
+	 * timer could never post again (fire_deadline() is NONE), whether
+	 * this expiry is dropped or, KEEP, delivered as a spurious one. A
+	 * concurrent arm or set_ctl wins the CAS. */
+	if (t->semantics == VSCHED_TIMER_LEVEL && (w & EXPIRED) && !(w & OFF) &&
+	    deadline_of(w) > now) {
+		uint64_t expect = w, n = w & ~EXPIRED;
+		if (atomic_compare_exchange_strong(&t->word, &expect, n))
+			vsched__service_note(v->vm, fire_deadline(n));
+	}
 	if (t->cancel == VSCHED_CANCEL_KEEP) {
 		if (stale)
 			vsched__count(&t->st.stale_delivered);
@@ -148,7 +161,14 @@ bool vsched__timer_filter(struct vsched_vcpu *v, unsigned r)
 			      atomic_load_explicit(&t->st.read_ns, memory_order_relaxed) +
 				      took,
 			      memory_order_relaxed);
-	PUT(t->est_read, t->est_read - t->est_read / 8 + took / 8);
+	/* One sample moves the estimate at most to about twice itself
+	 * (7/8 of it plus itself): a read that took far longer than the
+	 * estimate (its thread preempted, the VM's clock jumping forward
+	 * during it) would otherwise stop ADAPTIVE's reads for good, as a
+	 * backward step would. A lasting rise still gets through in a few
+	 * reads (x1.875 a read). */
+	const uint64_t cap = mul_sat(t->est_read, 8);
+	PUT(t->est_read, t->est_read - t->est_read / 8 + (took < cap ? took : cap) / 8);
 	if (rc) {
 		adapt(t);
 		goto deliver;

@@ -355,6 +355,8 @@ uint64_t vsched__vcpu_earliest(const struct vsched_vcpu *v);
 bool vsched__timer_filter(struct vsched_vcpu *v, unsigned rank);
 /* VM destroy: destroys the timer service still attached, forgets the list. */
 void vsched__timers_free(struct vsched_vm *vm);
+/* The VM's timer service's run() is active (lib/tservice.c). */
+bool vsched__timers_service_running(struct vsched_vm *vm);
 /* vCPU destroy, vm->lock held: its timers leave the VM's list. */
 void vsched__timers_unlink(struct vsched_vcpu *v);
 /* Freeing a vCPU: its timers go with it. */

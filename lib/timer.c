@@ -63,7 +63,10 @@ int vsched_timer_create(struct vsched_vcpu *v,
 	if (d->kind >= VSCHED_MAX_KINDS || vm->table.rank_of[d->kind] < 0)
 		return VSCHED_ERANGE;
 	r = vm->table.rank_of[d->kind];
-	if (vm->table.by_rank[r].flags & VSCHED_REQ_PAYLOAD)
+	/* An expiry is a plain post: not a payload (it has none), not a
+	 * WAIT kind (the arm, "any thread", and the service's dispatch would
+	 * wait for a vCPU in the guest to acknowledge). */
+	if (vm->table.by_rank[r].flags & (VSCHED_REQ_PAYLOAD | VSCHED_REQ_WAIT))
 		return VSCHED_EINVAL;
 	pthread_mutex_lock(&vm->lock);
 	if (v->ntimers == VSCHED__MAX_TIMERS) {

@@ -8,6 +8,7 @@
 #define VSCHED__TIMERS_H
 
 #include "internal.h"
+#include "mode.h"
 
 #define EXPIRED UINT64_C(1)
 #define OFF UINT64_C(2) /* LEVEL: disabled or masked */
@@ -39,6 +40,13 @@ struct vsched_timer_service {
 	struct vsched__os_set os;
 	_Atomic uint64_t next; /* programmed deadline, UINT64_MAX: none */
 	_Atomic bool stop;
+	/* The -errno of the last failed timerfd_settime (0: none): the
+	 * deadline was not programmed. dispatch() clears it, programs
+	 * afresh and returns it if it fails again; run() returns it. */
+	_Atomic int err;
+	/* A run() is active (its loop owns the service): a second run()
+	 * and a destroy are refused with VSCHED_ESTATE. */
+	_Atomic bool running;
 	/* An injected clock that stood still between two dispatches: the
 	 * least interval a programming asks for while the clock still
 	 * reads `still_at` (0: none), and the clock the last dispatch read
@@ -80,11 +88,19 @@ static inline bool line_high(uint64_t w, uint64_t now)
 }
 
 /* Post the expiry; counted and traced only when the post was accepted (a
- * destroyed vCPU refuses it). Returns 1 if it was. */
+ * destroyed vCPU refuses it). Returns 1 if it was. A blocked vCPU ends its
+ * block at its timers' deadlines whatever their kind (it sleeps to them and
+ * posts them itself), so an expiry posted by another thread (an arm or an
+ * unmask with the deadline passed, the service) wakes it even when the
+ * kind is VSCHED_REQ_NO_WAKEUP, whose post alone would not: the same
+ * re-wake as an arm of a future deadline. */
 static inline int post_expiry(struct vsched_timer *t)
 {
 	if (vsched_post(t->vcpu, t->kind) != 0)
 		return 0;
+	if (VSCHED__UNLIKELY(t->vcpu->vm->table.by_rank[t->rank].flags &
+			     VSCHED_REQ_NO_WAKEUP))
+		vsched__mode_rewake(t->vcpu);
 	vsched__count_shared(&t->st.fired);
 	VSCHED__TRACE2(timer_fire, t->vcpu->id, t->kind);
 	return 1;

@@ -4,6 +4,7 @@
  * deadlines, from a thread of its own (vsched_timer_service_run()) or
  * from the VMM's event loop (its fd and dispatch).
  */
+#include <errno.h>
 #include <string.h>
 
 #include "abi.h"
@@ -46,7 +47,14 @@ static void program(struct vsched_timer_service *s)
 		 * CLOCK_MONOTONIC: with an injected clock the time left is
 		 * converted now; an expiry before the VM's clock reaches the
 		 * deadline fires nothing and programs it again. */
-		(void)vsched__os_timer_at(&s->os, kernel_dl(s, v));
+		int rc = vsched__os_timer_at(&s->os, kernel_dl(s, v));
+		if (rc) {
+			/* Not programmed: the fd would never ring for it.
+			 * Report it, and wake run() to do so. */
+			atomic_store(&s->err, rc);
+			vsched__os_signal(&s->os);
+			return;
+		}
 		if (atomic_load(&s->next) == v)
 			return;
 	}
@@ -126,7 +134,9 @@ int vsched_timer_service_dispatch(struct vsched_timer_service *s)
 		return VSCHED_EINVAL;
 	vsched__os_drain(s->os.tfd);
 	/* Forget the programmed deadline first: an arm from now on lowers
-	 * it again and programs it itself. */
+	 * it again and programs it itself. An earlier failure to program
+	 * is superseded: this dispatch programs afresh. */
+	atomic_store(&s->err, 0);
 	atomic_store(&s->next, UINT64_MAX);
 	now = s->vm->ops.now_ns(s->vm->ops.ctx);
 	if (s->vm->ops.now_ns != vsched__clock_now) {
@@ -156,21 +166,44 @@ int vsched_timer_service_dispatch(struct vsched_timer_service *s)
 	}
 	if (m != UINT64_MAX)
 		lower_next(s, m);
-	return fired;
+	{
+		int err = atomic_load(&s->err);
+		return err ? err : fired;
+	}
 }
 
 int vsched_timer_service_run(struct vsched_timer_service *s)
 {
+	bool idle = false;
+	int rc = 0;
+
 	if (!s)
 		return VSCHED_EINVAL;
+	/* One run() at a time: a second one would sleep in the same epoll
+	 * set, and stop()'s one edge of the eventfd wakes only one of them
+	 * (the other would sleep for ever). */
+	if (!atomic_compare_exchange_strong(&s->running, &idle, true))
+		return VSCHED_ESTATE;
 	while (!atomic_load(&s->stop)) {
 		struct epoll_event ev;
-		vsched_timer_service_dispatch(s);
+		rc = vsched_timer_service_dispatch(s);
+		if (rc < 0)
+			break; /* a deadline could not be programmed */
+		rc = 0;
 		if (atomic_load(&s->stop))
 			break;
-		vsched__os_wait(&s->os, &ev, 1, -1); /* a signal: dispatch again */
+		/* A signal: dispatch again. Any other error fails the same
+		 * way at once (a seccomp filter's errno): returned, not
+		 * retried in a loop that would spin for ever. */
+		rc = vsched__os_wait(&s->os, &ev, 1, -1);
+		if (rc == -EINTR)
+			rc = 0;
+		if (rc < 0)
+			break;
+		rc = 0;
 	}
-	return 0;
+	atomic_store_explicit(&s->running, false, memory_order_release);
+	return rc;
 }
 
 int vsched_timer_service_stop(struct vsched_timer_service *s)
@@ -181,6 +214,12 @@ int vsched_timer_service_stop(struct vsched_timer_service *s)
 	/* run() waits on this eventfd too. */
 	vsched__os_signal(&s->os);
 	return 0;
+}
+
+bool vsched__timers_service_running(struct vsched_vm *vm)
+{
+	struct vsched_timer_service *s = atomic_load(&vm->tsvc);
+	return s && atomic_load_explicit(&s->running, memory_order_acquire);
 }
 
 /* Unpublished already: wait out every arm that may still hold it. */
@@ -197,6 +236,10 @@ int vsched_timer_service_destroy(struct vsched_timer_service *s)
 	struct vsched_timer_service *self;
 	if (!s)
 		return VSCHED_EINVAL;
+	/* run() still active (misuse, but seen): freeing the service under
+	 * it would leave its thread asleep for ever on closed fds. */
+	if (atomic_load_explicit(&s->running, memory_order_acquire))
+		return VSCHED_ESTATE;
 	self = s;
 	if (!atomic_compare_exchange_strong(&s->vm->tsvc, &self, NULL))
 		return VSCHED_EINVAL; /* not this VM's service */

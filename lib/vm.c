@@ -102,6 +102,10 @@ int vsched_vm_destroy(struct vsched_vm *vm)
 	 * Acquire: pairs with that destroy's release of the count. */
 	if (atomic_load_explicit(&vm->nwaiters, memory_order_acquire))
 		return VSCHED_ESTATE;
+	/* Nor while the timer service's run() is active (it walks the
+	 * vCPUs' timers): refused, nothing freed. */
+	if (vsched__timers_service_running(vm))
+		return VSCHED_ESTATE;
 	/* The timer service first (it walks the vCPUs' timers): a service
 	 * still attached is destroyed with its VM. */
 	vsched__timers_free(vm);

@@ -122,7 +122,8 @@ struct vsched_timer_desc {
 	const char *name;
 	/** enum vsched_timer_semantics. */
 	unsigned semantics;
-	/** The request kind posted at expiry (declared, not PAYLOAD). The
+	/** The request kind posted at expiry (declared, neither PAYLOAD nor
+	 * WAIT: an expiry never waits for an acknowledgement). The
 	 * kind is the timer's on this vCPU: a vsched_post() of it is
 	 * serviced as an expiry, so the CANCEL and ADAPTIVE policies drop it
 	 * unless the timer has expired. Give other posts a kind of their
@@ -164,7 +165,8 @@ struct vsched_timer_stats {
 /**
  * Create a timer on a vCPU (setup time; up to 8 per vCPU). It starts
  * disarmed (LEVEL timers also start enabled and unmasked).
- * @return 0, VSCHED_EINVAL (NULL, bad size/semantics/policy, payload kind),
+ * @return 0, VSCHED_EINVAL (NULL, bad size/semantics/policy, a PAYLOAD or
+ * WAIT kind),
  * VSCHED_EDESTROYED (the vCPU was destroyed),
  * VSCHED_ERANGE (kind not declared), VSCHED_EEXIST (the vCPU has a timer
  * of that kind already), VSCHED_ELIMIT (the vCPU has its 8
@@ -275,20 +277,30 @@ VSCHED_API int vsched_timer_service_create(struct vsched_vm *vm,
 VSCHED_API int vsched_timer_service_fd(const struct vsched_timer_service *s);
 /**
  * Post every expired timer and reprogram the fd.
- * @return number posted, or VSCHED_EINVAL. Context: one thread at a time.
+ * @return number posted, VSCHED_EINVAL, or the negative errno of a failed
+ * timerfd_settime (this dispatch's, or an arm's since the last dispatch
+ * that this one's programming did not supersede): a deadline is not
+ * programmed, the fd will not ring for it; the posts were made (counted
+ * in the timers' stats). Context: one thread at a time.
  */
 VSCHED_API int vsched_timer_service_dispatch(struct vsched_timer_service *s);
 /** Dispatch in a loop until vsched_timer_service_stop(). A stopped service
- * stays stopped: a later run() returns at once. @return 0, or
- * VSCHED_EINVAL. Context: the service's own thread (one at a time). */
+ * stays stopped: a later run() returns at once. @return 0, VSCHED_EINVAL,
+ * VSCHED_ESTATE (another run() is active: refused at once), or the
+ * negative errno of a failed epoll_pwait (not EINTR: a signal dispatches
+ * again) or of a dispatch (a deadline could not be programmed: an arm's
+ * failure wakes run() to return it); the service is left as it was, and
+ * a later run() or dispatch() may go on.
+ * Context: the service's own thread (one at a time). */
 VSCHED_API int vsched_timer_service_run(struct vsched_timer_service *s);
 /** Make run() return. Any thread. @return 0 or VSCHED_EINVAL. */
 VSCHED_API int vsched_timer_service_stop(struct vsched_timer_service *s);
 /**
  * Destroy (after run() returned; before vsched_vm_destroy(), which
  * otherwise does it). Waits for an RCU grace period.
- * @return 0 or VSCHED_EINVAL. Context: not from an arm's caller holding an
- * RCU read lock of liburcu-bp. Syscalls: the grace period's (liburcu-bp's
+ * @return 0, VSCHED_EINVAL, or VSCHED_ESTATE (run() is active: stop it and
+ * join its thread first; refused, nothing freed). Context: not from an
+ * arm's caller holding an RCU read lock of liburcu-bp. Syscalls: the grace period's (liburcu-bp's
  * synchronize_rcu: membarrier, futex, sched_yield), close on its fds.
  */
 VSCHED_API int vsched_timer_service_destroy(struct vsched_timer_service *s);

@@ -143,7 +143,8 @@ VSCHED_API int vsched_vm_create(const struct vsched_vm_config *cfg,
  * (<vsched/waiter.h>) are not its to free: destroy them first.
  * Context: any thread, once no other thread is inside any vsched call on this
  * VM or its vCPUs. @return 0, VSCHED_EINVAL, or VSCHED_ESTATE (a waiter
- * created on the VM is not destroyed yet: refused, nothing freed).
+ * created on the VM is not destroyed yet, or its timer service's run() is
+ * active: refused, nothing freed).
  * Syscalls: close on the vCPUs' fds; with a timer service still attached,
  * those of vsched_timer_service_destroy().
  */
