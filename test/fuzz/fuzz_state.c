@@ -144,7 +144,10 @@
  *      of it is held (its file, written by fd_write, stays in the kernel's
  *      epoll set): once fd_del'ed or its number reused, that file's
  *      readiness must neither wake the owner in a loop (E5) nor be
- *      reported under another tag (E8).
+ *      reported under another tag (E8). A pipe or socket doorbell closed
+ *      so without a dup here lives on in vsched's own dup (block.h): its
+ *      tag stays live, and it is reported hung up, until its fd_del or
+ *      its number's reuse.
  *  M7  the owner's thread calls vsched_vcpu_destroy() or
  *      vsched_vcpu_block() from the vCPU's blocking or unblocking hook,
  *      vsched_waiter_destroy() or vsched_waiter_wait() from the waiter's
@@ -276,6 +279,9 @@ struct fslot {
 	int type;      /* 0 empty, 1 pipe, 2 eventfd, 3 stream socket pair */
 	int reg;       /* 0 no, 1 registered, 2 closed while registered */
 	int held;      /* reg 2: a dup of the closed fd (its file lives), or -1 */
+	bool vheld;    /* reg 2, no dup here: a doorbell vsched reads (a pipe's
+			* or a socket's) lives on in vsched's own dup until
+			* its fd_del or its number's reuse (block.h) */
 	bool bell;     /* registered with VSCHED_FD_DOORBELL */
 	bool hup;      /* the writer side hung up (pipe) or shut down (socket) */
 	uint64_t tag;
@@ -1074,7 +1080,8 @@ static void owner_hold(struct obj *o)
 static struct fslot *slot_of_tag(struct obj *o, uint64_t tag)
 {
 	for (unsigned i = 0; i < MAX_FDS; i++)
-		if ((o->fds[i].reg == 1 || (o->fds[i].reg == 2 && o->fds[i].held >= 0)) &&
+		if ((o->fds[i].reg == 1 ||
+		     (o->fds[i].reg == 2 && (o->fds[i].held >= 0 || o->fds[i].vheld))) &&
 		    o->fds[i].tag == tag)
 			return &o->fds[i];
 	return NULL;
@@ -1116,8 +1123,11 @@ static void drain_ready(struct obj *o, const struct vsched_block_result *r, unsi
 			continue; /* the foreign fd (M2/M4) */
 		int fd = f->reg == 1 ? f->fd : f->held;
 		/* Only this thread reads its fds (and vsched a pipe doorbell,
-		 * which it reports only hung up): what it named is ready. */
-		if (!fd_ready_any(fd))
+		 * which it reports only hung up): what it named is ready
+		 * (a doorbell closed here lives in vsched's dup alone: hung
+		 * up, since its write end went with it, and not to be looked
+		 * at from here). */
+		if (fd >= 0 && !fd_ready_any(fd))
 			fail("[E8] object %u: WAKE_FD names tag %llu (fd %d%s), which is not "
 			     "ready: another file's readiness reported under its tag", oi,
 			     (unsigned long long)r->tags[j], fd, f->reg == 2 ? ", closed under a dup" : "");
@@ -1325,7 +1335,7 @@ static void op_kick(struct worker *wk, struct obj *o, unsigned oi)
 static int open_slot(struct fslot *s, unsigned kind)
 {
 	int p[2];
-	s->bell = s->hup = false;
+	s->bell = s->hup = s->vheld = false;
 	s->held = -1;
 	if (kind == 3) {
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p))
@@ -1361,7 +1371,7 @@ static void close_slot(struct fslot *s)
 	s->type = 0;
 	s->fd = s->wfd = s->held = -1;
 	s->reg = 0;
-	s->bell = s->hup = false;
+	s->bell = s->hup = s->vheld = false;
 }
 
 /* A slot closed under a dup whose registration is gone from vsched's
@@ -1506,8 +1516,15 @@ static void op_fd(struct worker *wk, struct obj *o, unsigned oi, unsigned op,
 			close(s->wfd);
 		}
 		close(s->fd);
-		if (s->held < 0)
+		if (s->held < 0) {
 			s->wfd = -1;
+			/* A doorbell vsched reads through a dup of its own
+			 * (not an eventfd): its file and registration live on
+			 * there, hung up (the write end is closed, a socket's
+			 * peer with it), and are reported as such (block.h). */
+			if (s->bell && s->type != 2)
+				s->vheld = s->hup = true;
+		}
 		/* The slot keeps the closed registration (its number) until
 		 * the number is added again or fd_del'ed. */
 		s->type = 0;
