@@ -22,7 +22,16 @@
  * the policy's max_ns; the counters agree with what the fake KVM saw
  * (samples, cap changes, set errors, the cap in force, halts = polled +
  * slept); a tick that returns IDLE read nothing, one that returns CHANGED
- * set the cap once; a governor reads and closes only fds it opened, each
+ * set the cap once; a tick on the caller's clock (no thread) is IDLE
+ * exactly when interval_ns has not passed since the last tick that was
+ * not (none yet: never IDLE), a clock that stepped back below that tick
+ * restarting the interval from the step (kvmgov.h, 91172bf); a decision
+ * (the `decisions` count rose) changes the cap (CHANGED) only
+ * min_change_ns or more after the last change (a tick's or set_cap's), and
+ * is held by the rate bound (`held_rate` rose) only sooner, the last
+ * change taken back to the decision's clock when that stepped back below
+ * it; a config whose samples_per_tick is above VSCHED_KVM_GOV_MAX_SAMPLES
+ * is refused at create (VSCHED_EINVAL); a governor reads and closes only fds it opened, each
  * once, and has closed them all when create fails or destroy returns (the
  * VMM's own fds too: the process's open fds are counted). ASan's leak
  * check and UBSan run on top.
@@ -330,6 +339,9 @@ struct slot {
 	uint64_t samples;	/* ticks that should have read */
 	uint64_t cap;		/* the cap in force, UINT64_MAX: KVM's */
 	unsigned open;		/* stats fds it holds */
+	/* The interval and rate bound's model (not threaded): */
+	uint64_t interval, min_change, last_tick, last_change;
+	bool sampled_once, changed_once;
 };
 
 static struct slot slots[NSLOT];
@@ -643,6 +655,9 @@ static void create(struct slot *s, struct input *in)
 	memset(pollbuf.tail, 0, sizeof(pollbuf.tail));
 	RC_OK(rc, VSCHED_EINVAL, VSCHED_ENOMEM, -EOPNOTSUPP, -EBADMSG, -ENODATA,
 	      -EBADF, -EMFILE);
+	/* kvmgov.h: samples_per_tick at most VSCHED_KVM_GOV_MAX_SAMPLES */
+	if (!(flags & 32) && cfgbuf.c.samples_per_tick > VSCHED_KVM_GOV_MAX_SAMPLES)
+		assert(rc == VSCHED_EINVAL || rc == VSCHED_ENOMEM);
 	if (rc) {
 		assert(s->open == 0); /* nothing left open */
 		assert(s->sets_ok + s->sets_fail == 0);
@@ -654,6 +669,8 @@ static void create(struct slot *s, struct input *in)
 	assert(s->open == nv);
 	assert(s->sets_ok + s->sets_fail == 0); /* attach changes nothing */
 	s->g = g;
+	s->interval = cfgbuf.c.interval_ns ? cfgbuf.c.interval_ns : 100000000ull;
+	s->min_change = cfgbuf.c.min_change_ns ? cfgbuf.c.min_change_ns : SEC;
 	if (s->threaded) {
 		/* Wait for the thread's first tick (it holds the lock while
 		 * it ticks), so that what follows is deterministic. */
@@ -684,6 +701,9 @@ static void tick(struct slot *s, struct input *in)
 	default: now += 2 * SEC; break;
 	}
 	K.call_preads = K.call_sets = K.call_sets_ok = 0;
+	struct vsched_kvm_gov_stats b0 = { .size = sizeof(b0) }, b1 = { .size = sizeof(b1) };
+	if (s->g && !s->threaded)
+		assert(vsched_kvm_gov_read_stats(s->g, &b0) == 0);
 	rc = vsched_kvm_gov_tick(s->g, now);
 	if (trace)
 		fprintf(stderr, "tick slot %u now %llu: %d (preads %u, sets %u)\n",
@@ -705,6 +725,36 @@ static void tick(struct slot *s, struct input *in)
 	if (rc == VSCHED_KVM_GOV_CHANGED)
 		assert(K.call_sets == 1 && K.call_sets_ok == 1);
 	assert(K.call_sets <= 1);
+	/* The interval: due unless it has not passed since the last
+	 * sample, restarted by a step back below it. */
+	if (s->sampled_once && now < s->last_tick)
+		s->last_tick = now;
+	bool due = !s->sampled_once || now - s->last_tick >= s->interval;
+	if (trace && due != (rc != VSCHED_KVM_GOV_IDLE))
+		fprintf(stderr, "tick: model says %s (last %llu, interval %llu)\n",
+			due ? "due" : "idle", (unsigned long long)s->last_tick,
+			(unsigned long long)s->interval);
+	assert(due == (rc != VSCHED_KVM_GOV_IDLE));
+	if (due) {
+		s->sampled_once = true;
+		s->last_tick = now;
+	}
+	/* The rate bound, on a decision. */
+	assert(vsched_kvm_gov_read_stats(s->g, &b1) == 0);
+	assert(b1.decisions - b0.decisions <= 1);
+	if (b1.decisions != b0.decisions) {
+		if (s->changed_once && now < s->last_change)
+			s->last_change = now;
+		bool held = s->changed_once && now - s->last_change < s->min_change;
+		if (rc == VSCHED_KVM_GOV_CHANGED)
+			assert(!held);
+		if (b1.held_rate != b0.held_rate)
+			assert(held && rc != VSCHED_KVM_GOV_CHANGED);
+	}
+	if (rc == VSCHED_KVM_GOV_CHANGED) {
+		s->changed_once = true;
+		s->last_change = now;
+	}
 	read_check(s);
 }
 
@@ -740,6 +790,10 @@ static void set_cap(struct slot *s, struct input *in)
 		RC_OK(rc, 0);
 		assert(K.call_sets == 1);
 		assert(rc == 0 ? s->cap == v : rc == K.set_rc);
+		if (rc == 0) { /* the rate bound counts from an override too */
+			s->changed_once = true;
+			s->last_change = now;
+		}
 	}
 	read_check(s);
 }
@@ -795,7 +849,12 @@ static void configure(struct input *in)
 	case 1: cfgv.min_change_ns = v; break;
 	case 2: cfgv.hysteresis_pct = (unsigned)(v > 0xffffffff ? UINT32_MAX : v); break;
 	case 3: cfgv.hysteresis_pct = take8(in) % 103; break;
-	case 4: cfgv.samples_per_tick = take8(in) % 8 == 0 ? 4096 : take8(in); break;
+	case 4: { /* 4096 at most (kvmgov.h); above: refused at create */
+		unsigned k = take8(in) % 8, b = k ? take8(in) : 0;
+		cfgv.samples_per_tick = k == 0 ? 4096 : k == 1 ? 4097 + b * 16
+				      : k == 2 ? UINT32_MAX - b : b;
+		break;
+	}
 	case 5: cfgv.force_sums = !cfgv.force_sums; break;
 	case 6: cfgv.thread = !cfgv.thread; break;
 	case 7: own = !own; break;
@@ -1141,4 +1200,49 @@ static void write_seeds(const char *dir)
 	EMIT(&o, 6, 0, 0x8a, 0xaa, 0x42);
 	EMIT(&o, 11, 7);
 	save(dir, "raw_layout", &o);
+
+	/* 6: samples_per_tick above VSCHED_KVM_GOV_MAX_SAMPLES (4097,
+	 * UINT32_MAX - 5) refused at create; 4096 accepted and ticked. */
+	memset(&o, 0, sizeof(o));
+	seed_full(&o, 0, 0xff, 0x0f);
+	EMIT(&o, 7, 4, 0, 1, 0);		/* samples_per_tick 4097 */
+	EMIT(&o, 9, 1, 0);			/* refused */
+	EMIT(&o, 7, 4, 0, 2, 5);		/* UINT32_MAX - 5 */
+	EMIT(&o, 9, 1, 0);			/* refused */
+	EMIT(&o, 7, 4, 0, 0);		/* 4096 */
+	EMIT(&o, 9, 1, 0);
+	EMIT(&o, 5, 0, 0x62, 0x5a, 0);
+	EMIT(&o, 11, 7);
+	EMIT(&o, 14, 0);
+	save(dir, "samples_bound", &o);
+
+	/* 7: the caller's clock steps back: a tick below the last is IDLE
+	 * (the interval restarts there), and a decision below the last
+	 * change is held by the rate bound (it restarts there too), not
+	 * let through by an unsigned difference that wrapped. */
+	memset(&o, 0, sizeof(o));
+	seed_full(&o, 0, 0xff, 0x0f);
+	EMIT(&o, 9, 1, 0);			/* create 1 vCPU */
+	for (unsigned t = 0; t < 3; t++) {
+		EMIT(&o, 5, 0, 0x62, 0x5a, 0); /* polled: the cap opens */
+		EMIT(&o, 11, 7);		/* tick +2 s */
+	}
+	EMIT(&o, 13, 4, 0x10, 0);		/* set_cap 16 ns: the last change */
+	for (unsigned t = 0; t < 3; t++) {
+		EMIT(&o, 5, 0, 0x62, 0x5a, 0); /* polled */
+		EMIT(&o, 11, 4);		/* tick -1 s: IDLE */
+	}
+	EMIT(&o, 11, 7);			/* +2 s: 1 s below the change: held */
+	EMIT(&o, 11, 3);			/* + interval: held */
+	EMIT(&o, 5, 0, 0x62, 0x5a, 0);
+	EMIT(&o, 11, 7);			/* 1.1 s after it: changes */
+	EMIT(&o, 11, 6, 3);			/* near 2^64 */
+	EMIT(&o, 11, 1);			/* +1: wraps to 2 */
+	EMIT(&o, 11, 7);
+	EMIT(&o, 13, 4, 0x10, 0);		/* set_cap 16 ns */
+	EMIT(&o, 4, 0, 6, 0, 2, 0);		/* a counter set back */
+	EMIT(&o, 11, 4);
+	EMIT(&o, 11, 7);
+	EMIT(&o, 14, 0);
+	save(dir, "clock_back", &o);
 }

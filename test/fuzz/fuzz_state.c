@@ -117,6 +117,31 @@
  *      moments) by at most 1 below the most it read before (a read inside
  *      a service counts the request pending and serviced; 224-1,498 times
  *      in 6-8 million reads against a thread posting and servicing).
+ *  E12 (input bit h4 bit 7: the timers' kinds are VSCHED_REQ_NO_WAKEUP;
+ *      their pending expiries are then no reason to run for E4) a timer
+ *      arm, set_ctl or fire_timers by a thread other than the owner, made
+ *      while the owner is seen BLOCKED inside one vsched_vcpu_block() (the
+ *      same block before the look and after the call), that posted an
+ *      expiry (a timer's `fired` count rose across the call), ends that
+ *      block: for E4's watchdog the posted expiry is a reason to run until
+ *      the block returns (timers.h: an expiry posted by another thread
+ *      re-wakes a blocked vCPU whatever its kind).
+ *  E13 (timer service run() mode) while the service's thread is inside
+ *      run() (it set a flag just before the call, which sleeps nowhere
+ *      before its one-at-a-time check, and is seen asleep 'S' after; every
+ *      stop is made under a mutex the check holds, and none was made): a
+ *      second vsched_timer_service_run() from a worker (OP_TSVC b bit 2)
+ *      and vsched_timer_service_destroy() (b bit 3) return VSCHED_ESTATE
+ *      and the service stays usable (its fd; E4/E5 go on judging its
+ *      expiries); with the misuse bit and no waiter, vsched_vm_destroy()
+ *      at teardown, before the service is stopped, returns VSCHED_ESTATE.
+ *  E14 (with the injected clock, input bit h1 bit 5) the clock is read as
+ *      it is, not held at its largest value: OP_CLOCK's freeze instead
+ *      steps it back by 1-200 ms or (b bit 4) makes it run backwards (each
+ *      read below the last) for that long, 1 s an input at most; E1-E11
+ *      hold as before (no hang, E10; no poll window that runs on, E5's
+ *      count and CPU with the stand-still credit; no sleeper left past a
+ *      due timer, E4).
  *  (E5 also holds the timer service's thread: its CPU to E5's share of
  *  its lifetime plus 0.3 ms per call that may move a deadline, and its fd
  *  readable at most 256 times plus 4 a ms.)
@@ -170,6 +195,9 @@
  * vsched_vcpu_fire_timers() on a destroyed vCPU reporting an expiry it
  * could not post (E6); set_poll from another thread racing the owner's
  * destroy (TSan: sleeper_fini's relaxed exchange of own_poll).
+ * E12-E14 were added for the guest-timer, polling-policy and KVM-governor
+ * reviews' fixes (bb55dfa, 74df99a): seeds nowake_timer_past_arm*,
+ * tsvc_run_twice_destroy, clock_back_*.
  * And, each reverted in turn, the fixes of 7320643 and 7ded4fb (doc/
  * testing.md has the times): a payload_drop re-post during vm_destroy
  * accepted (E3); timer_set_ctl on a destroyed vCPU accepted (E6); a stale
@@ -306,6 +334,8 @@ struct obj {
 	_Atomic int dying;         /* a destroy call has begun */
 	_Atomic int dead_by_misuse;
 	_Atomic int in_call;       /* owner inside block/wait */
+	_Atomic uint64_t block_seq; /* vsched_vcpu_block calls begun (E12) */
+	_Atomic uint64_t nw_due_seq; /* E12: the block an expiry was posted in */
 	_Atomic int gate;          /* misuse call in flight: owner holds */
 	_Atomic int waking;        /* posters/kickers inside their call */
 	_Atomic int tid;
@@ -363,6 +393,8 @@ struct worker {
 static struct vsched_vm *vm;
 static unsigned nthreads, nvcpus;
 static bool have_waiter, misuse, hooks, clock_inj, reroute;
+static bool nw_timers;  /* the timers' kinds are VSCHED_REQ_NO_WAKEUP (E12) */
+static bool clk_back;   /* the injected clock steps and runs back (E14) */
 static _Atomic int in_vm_destroy;
 static _Thread_local bool tl_consumer;
 static unsigned late_mode, deadline_bias;
@@ -384,6 +416,13 @@ static pthread_t tsvc_th;
 static _Atomic int tsvc_state; /* 0 none, 1 live, 2 being destroyed, 3 destroyed */
 static _Atomic int tsvc_quit;  /* the dispatch loop's own stop */
 static pthread_rwlock_t tsvc_lock = PTHREAD_RWLOCK_INITIALIZER;
+/* E13: every vsched_timer_service_stop() is made under tsvc_stop_mx and
+ * sets tsvc_stopped first; tsvc_in_run is 1 from just before the thread's
+ * run() to just after it returned; tsvc_tid is that thread's. */
+static pthread_mutex_t tsvc_stop_mx = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int tsvc_stopped, tsvc_in_run, tsvc_tid;
+static _Atomic unsigned e13_judged, e12_judged;
+static _Atomic uint64_t e13_run_t0; /* a second run() in flight since (E13) */
 static _Atomic int no_reposts; /* teardown: handlers re-post nothing */
 static _Atomic unsigned reposts; /* handler actions taken (trace) */
 static _Atomic unsigned m8_judged; /* M8 calls made with the consumer held */
@@ -432,8 +471,9 @@ static void dump(void)
 			atomic_load(&workers[i].in_sleep) ? " (inside block/wait)" : "");
 	}
 	qsort(all, n, sizeof(all[0]), log_cmp);
-	fprintf(stderr, "handler re-post actions: %u, M8 calls judged: %u\n",
-		atomic_load(&reposts), atomic_load(&m8_judged));
+	fprintf(stderr, "handler re-post actions: %u, M8 calls judged: %u, E13 looks judged: %u, E12 expiries judged: %u\n",
+		atomic_load(&reposts), atomic_load(&m8_judged), atomic_load(&e13_judged),
+		atomic_load(&e12_judged));
 	fprintf(stderr, "---- calls that returned, in time order (us since start) ----\n");
 	for (unsigned i = 0; i < n; i++)
 		fprintf(stderr, "%10.1f T%d %-46s a=%u b=%u -> %d (%s)\n",
@@ -681,9 +721,26 @@ static void payload_drop(struct vsched_vcpu *v, unsigned kind,
  * far): a freeze lowers the offset, and the clock stands still until
  * CLOCK_MONOTONIC catches up; a jump raises it. */
 static _Atomic uint64_t clk_off, clk_last, clk_frozen_total;
+/* E14 (clk_back): a backward run in progress, from back_start to
+ * back_until (CLOCK_MONOTONIC; back_until 0: none): the clock reads its
+ * value at back_start less the time since (it runs backwards, never
+ * reading a later value than the last); after it, the offset less twice
+ * the run (op_clock folds that into clk_off, then clears back_until). */
+static _Atomic uint64_t back_start, back_until;
+static pthread_mutex_t clk_mx = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t vm_clock(void *ctx)
 {
+	if (clk_back) {
+		/* read as it is, backwards too */
+		uint64_t bu = atomic_load(&back_until), bs = atomic_load(&back_start);
+		uint64_t t = now_ns(), off = atomic_load(&clk_off);
+		if (!bu || bs > bu || t < bs)
+			return t + off;
+		if (t < bu)
+			return bs + off - (t - bs);
+		return t + off - 2 * (bu - bs);
+	}
 	uint64_t v = now_ns() + atomic_load_explicit(&clk_off, memory_order_relaxed);
 	uint64_t l = atomic_load(&clk_last);
 	(void)ctx;
@@ -914,13 +971,18 @@ static const char *reason_to_run(struct obj *o)
 			return atomic_load(&o->dead_by_misuse) ? "destroyed under it (M1)" : NULL;
 		vsched_vcpu_read_stats(o->v, &s);
 		for (unsigned k = 0; k < NKINDS; k++)
-			if (k != K_NOWAKE &&
+			if (k != K_NOWAKE && !(nw_timers && (k == K_TIMER || k == K_TIMER2)) &&
 			    s.kind[k].posted > s.kind[k].serviced + s.kind[k].coalesced)
 				return k == K_STOP ? "teardown stop request pending"
 						   : "waking request pending";
 		vsched_vcpu_next_timer(o->v, &next);
 		if (next != UINT64_MAX && next + 1000000 < vsched_now_ns(vm))
 			return "guest timer past due";
+		/* E12: the block this expiry was posted in is still the one */
+		uint64_t due = atomic_load(&o->nw_due_seq);
+		if (nw_timers && due && due == atomic_load(&o->block_seq))
+			return "[E12] an expiry of its NO_WAKEUP timer kind was posted by "
+			       "another thread while it was BLOCKED in this block";
 	}
 	const char *r = NULL;
 	pthread_mutex_lock(&o->fdlock);
@@ -971,6 +1033,11 @@ static void *watchdog(void *arg)
 				     (double)a / 1e9, o->is_waiter ? "vsched_waiter_wait"
 								  : "vsched_vcpu_block", why);
 		}
+		uint64_t r0 = atomic_load(&e13_run_t0);
+		if (r0 && t > r0 && t - r0 > 2000000000u)
+			fail("[E13] a second vsched_timer_service_run() while the service's "
+			     "thread is inside run() has not returned in 2 s (accepted: "
+			     "VSCHED_ESTATE at once expected)");
 		if (t - start > HANG_NS)
 			fail("[E10] the input did not finish in %llu s",
 			     (unsigned long long)(HANG_NS / 1000000000u));
@@ -1156,6 +1223,7 @@ static void op_block(struct worker *wk, struct obj *o, unsigned oi, unsigned a)
 	uint64_t w0 = now_ns(), c0 = thread_cpu_ns();
 
 	atomic_store(&wk->in_sleep, 1);
+	atomic_fetch_add(&o->block_seq, 1);
 	atomic_store(&o->in_call, 1);
 	int rc = vsched_vcpu_block_ex(o->v, dl, &r);
 	atomic_store(&o->in_call, 0);
@@ -1578,9 +1646,53 @@ static void op_fd_hup(struct worker *wk, struct obj *o, unsigned oi, unsigned a)
 
 }
 
+/* E12: a call from a thread other than the owner that may post an expiry
+ * (timer arm, set_ctl, fire_timers), made while the owner is seen BLOCKED
+ * inside one vsched_vcpu_block() (its block_seq the same before the look
+ * and after the call, in_call and mode BLOCKED between), that posted one
+ * (a timer's `fired` count rose across it): that block must end, E4's
+ * watchdog judges it. */
+struct e12_snap {
+	uint64_t seq, fired;
+	bool blocked;
+};
+
+static uint64_t fired_sum(struct obj *o)
+{
+	uint64_t n = 0;
+	for (unsigned t = 0; t < o->ntimers; t++) {
+		struct vsched_timer_stats ts;
+		if (vsched_timer_read_stats(o->timers[t], &ts) == 0)
+			n += ts.fired;
+	}
+	return n;
+}
+
+static void e12_before(struct obj *o, struct e12_snap *sn)
+{
+	sn->blocked = false;
+	if (!nw_timers || o->is_waiter || !o->ntimers)
+		return;
+	sn->seq = atomic_load(&o->block_seq);
+	sn->blocked = atomic_load(&o->in_call) &&
+		      vsched_vcpu_mode(o->v) == VSCHED_MODE_BLOCKED;
+	sn->fired = fired_sum(o);
+}
+
+static void e12_after(struct obj *o, const struct e12_snap *sn)
+{
+	if (!sn->blocked || !sn->seq || atomic_load(&o->dead))
+		return;
+	if (fired_sum(o) > sn->fired && atomic_load(&o->block_seq) == sn->seq) {
+		atomic_store(&o->nw_due_seq, sn->seq);
+		atomic_fetch_add(&e12_judged, 1);
+	}
+}
+
 static void op_timer(struct worker *wk, struct obj *o, unsigned oi, unsigned op,
 		     unsigned a, unsigned b)
 {
+	struct e12_snap sn;
 	if (!o->ntimers)
 		return;
 	unsigned ti = a % o->ntimers;
@@ -1590,6 +1702,7 @@ static void op_timer(struct worker *wk, struct obj *o, unsigned oi, unsigned op,
 
 	atomic_fetch_add(&o->wake_calls, 1);
 	atomic_fetch_add(&o->waking, 1);
+	e12_before(o, &sn);
 	if (op == OP_TIMER_ARM) {
 		static const int64_t d[8] = { -1000000, 0, 50000, 500000, 2000000,
 					      10000000, 50000000, -1 };
@@ -1607,6 +1720,7 @@ static void op_timer(struct worker *wk, struct obj *o, unsigned oi, unsigned op,
 		}
 		rc = vsched_timer_set_ctl(t, b & 1, b & 2);
 	}
+	e12_after(o, &sn);
 	atomic_fetch_sub(&o->waking, 1);
 	logop(wk, (uint8_t)op, (uint8_t)oi, (uint8_t)b, rc);
 	CHECK_RC(rc, "timer write");
@@ -1856,7 +1970,29 @@ static void op_clock(struct worker *wk, unsigned b)
 	uint64_t d;
 	if (!clock_inj)
 		return;
-	if (b & 1) {
+	if (clk_back && (b & 1)) {
+		/* E14: the clock steps back by d, or (bit 4) runs backwards
+		 * for d of CLOCK_MONOTONIC (1 s of either at most an input) */
+		d = fz[(b >> 1) & 3];
+		if (atomic_fetch_add(&clk_frozen_total, d) + d > 1000000000)
+			return;
+		pthread_mutex_lock(&clk_mx);
+		if (b & 16) {
+			uint64_t t = now_ns();
+			atomic_store(&back_start, t);
+			atomic_store(&back_until, t + d);
+			struct timespec ts = { (time_t)(d / 1000000000u), (long)(d % 1000000000u) };
+			while (nanosleep(&ts, &ts) && errno == EINTR)
+				;
+			while (now_ns() < t + d)
+				sched_yield();
+			atomic_fetch_sub(&clk_off, 2 * d);
+			atomic_store(&back_until, 0);
+		} else {
+			atomic_fetch_sub(&clk_off, d);
+		}
+		pthread_mutex_unlock(&clk_mx);
+	} else if (b & 1) {
 		d = fz[(b >> 1) & 3];
 		if (atomic_fetch_add(&clk_frozen_total, d) + d > 1000000000)
 			return;
@@ -1923,8 +2059,11 @@ static void *tsvc_main(void *arg)
 	uint64_t t0 = now_ns(), c0 = thread_cpu_ns(), n = 0, calls = 0, wall, cpu;
 	int rc = 0;
 	(void)arg;
+	atomic_store(&tsvc_tid, (int)syscall(SYS_gettid));
 	if (tsvc_mode == 1) {
+		atomic_store(&tsvc_in_run, 1);
 		rc = vsched_timer_service_run(tsvc);
+		atomic_store(&tsvc_in_run, 0);
 		CHECK_RC(rc, "vsched_timer_service_run");
 		if (rc)
 			fail("[E1] timer_service_run returned %d", rc);
@@ -1967,9 +2106,80 @@ static void *tsvc_main(void *arg)
 
 /* Stop the service's thread and join it (mode 1: vsched_timer_service_stop;
  * mode 2: the loop's flag, and a stop call all the same). */
+static int tsvc_stop(void)
+{
+	pthread_mutex_lock(&tsvc_stop_mx);
+	atomic_store(&tsvc_stopped, 1);
+	int rc = vsched_timer_service_stop(tsvc);
+	pthread_mutex_unlock(&tsvc_stop_mx);
+	return rc;
+}
+
+/* E13's precondition, tsvc_stop_mx held (no stop can come): the service's
+ * thread is inside run() past its one-at-a-time check. It set tsvc_in_run
+ * just before calling run(), which sleeps nowhere before that check, and
+ * it is seen asleep in the kernel ('S') after that store; no stop was
+ * made, so run() cannot have returned (a failure of its own fails E1). */
+static bool tsvc_run_active(void)
+{
+	char path[64], buf[256];
+	int fd, n, tid = atomic_load(&tsvc_tid);
+	if (tsvc_mode != 1 || atomic_load(&tsvc_stopped) || !atomic_load(&tsvc_in_run) || !tid)
+		return false;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = (int)read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	char *e = strrchr(buf, ')');
+	return e && e[2] == 'S' && atomic_load(&tsvc_in_run);
+}
+
+/* E13, from a worker (tsvc_lock read-held, the service live): a second
+ * run() (b & 4) and a destroy (b & 8) while the thread's run() is active
+ * are refused with VSCHED_ESTATE, and the service stays usable (its fd). */
+static void tsvc_e13(struct worker *wk, unsigned b)
+{
+	int rc;
+	pthread_mutex_lock(&tsvc_stop_mx);
+	for (int tries = 0; tries < 20 && !tsvc_run_active(); tries++) {
+		struct timespec ts = { 0, 200000 };
+		pthread_mutex_unlock(&tsvc_stop_mx);
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&tsvc_stop_mx);
+	}
+	if (!tsvc_run_active()) {
+		pthread_mutex_unlock(&tsvc_stop_mx);
+		return;
+	}
+	atomic_fetch_add(&e13_judged, 1);
+	if (b & 4) {
+		atomic_store(&e13_run_t0, now_ns()); /* the watchdog: at once */
+		rc = vsched_timer_service_run(tsvc);
+		atomic_store(&e13_run_t0, 0);
+		logop(wk, OP_TSVC, 1, (uint8_t)b, rc);
+		if (rc != VSCHED_ESTATE)
+			fail("[E13] a second vsched_timer_service_run() while the service's "
+			     "thread is inside run() returned %d (VSCHED_ESTATE expected)", rc);
+	}
+	if (b & 8) {
+		rc = vsched_timer_service_destroy(tsvc);
+		logop(wk, OP_TSVC, 2, (uint8_t)b, rc);
+		if (rc != VSCHED_ESTATE)
+			fail("[E13] vsched_timer_service_destroy() while the service's thread "
+			     "is inside run() returned %d (VSCHED_ESTATE expected)", rc);
+		rc = vsched_timer_service_fd(tsvc);
+		if (rc < 0)
+			fail("[E13] the service's fd after a refused destroy: %d", rc);
+	}
+	pthread_mutex_unlock(&tsvc_stop_mx);
+}
+
 static void tsvc_join(void)
 {
-	int rc = vsched_timer_service_stop(tsvc);
+	int rc = tsvc_stop();
 	if (rc)
 		fail("[E1] timer_service_stop returned %d", rc);
 	atomic_store(&tsvc_quit, 1);
@@ -1997,11 +2207,12 @@ static void op_tsvc(struct worker *wk, unsigned b)
 	} else {
 		pthread_rwlock_rdlock(&tsvc_lock);
 		if (atomic_load(&tsvc_state) == 1) {
-			rc = b % 4 == 2 ? vsched_timer_service_stop(tsvc)
-					: vsched_timer_service_fd(tsvc);
+			rc = b % 4 == 2 ? tsvc_stop() : vsched_timer_service_fd(tsvc);
 			if (rc < 0)
 				fail("[E1] timer_service_%s returned %d",
 				     b % 4 == 2 ? "stop" : "fd", rc);
+			if (b % 4 < 2 && (b & 12))
+				tsvc_e13(wk, b);
 		}
 		pthread_rwlock_unlock(&tsvc_lock);
 	}
@@ -2047,6 +2258,15 @@ static void op_stats(struct worker *wk, struct obj *o, unsigned oi, unsigned b)
 		check_mono("kind coalesced", oi, k, &seen_kind[oi][k][2], st.kind[k].coalesced,
 			   0);
 	}
+	/* request.h: any thread (they take the VM's lock, 5c7420a) */
+	for (unsigned k = 0; k < NKINDS; k++) {
+		const char *nm = vsched_request_name(vm, k);
+		if (!nm || nm[0] != 'k' || nm[1] != (char)('0' + k) || nm[2])
+			fail("[E1] vsched_request_name(kind %u) returned %s", k, nm ? nm : "NULL");
+	}
+	unsigned ek = 0, er = 0;
+	if ((rc = vsched_request_table_error(vm, &ek, &er)))
+		fail("[E1] vsched_request_table_error of a finalized table returned %d", rc);
 	if ((rc = vsched_vcpu_stat_descs(&descs, &nd, &nv)) || !nd || !nv)
 		fail("[E1] vcpu_stat_descs returned %d (%u descriptors, %u values)", rc, nd, nv);
 	uint64_t *vals = calloc(nv, sizeof(*vals));
@@ -2209,9 +2429,12 @@ static void *worker_main(void *arg)
 			break;
 		case OP_FIRE: {
 			bool dead = atomic_load(&tv->dead);
+			struct e12_snap sn;
 			atomic_fetch_add(&tv->wake_calls, 1);
 			atomic_fetch_add(&tv->waking, 1);
+			e12_before(tv, &sn);
 			int rc = vsched_vcpu_fire_timers(tv->v);
+			e12_after(tv, &sn);
 			atomic_fetch_sub(&tv->waking, 1);
 			logop(wk, OP_FIRE, (uint8_t)vi, 0, rc);
 			CHECK_RC(rc, "vsched_vcpu_fire_timers");
@@ -2381,6 +2604,12 @@ static void run_input(const uint8_t *data, size_t size)
 	atomic_store(&m8_judged, 0);
 	atomic_store(&tsvc_quit, 0);
 	atomic_store(&tsvc_state, 0);
+	atomic_store(&tsvc_stopped, 0);
+	atomic_store(&tsvc_in_run, 0);
+	atomic_store(&tsvc_tid, 0);
+	atomic_store(&e13_judged, 0);
+	atomic_store(&e12_judged, 0);
+	atomic_store(&e13_run_t0, 0);
 	if (!devnull)
 		devnull = fopen("/dev/null", "we");
 
@@ -2396,6 +2625,8 @@ static void run_input(const uint8_t *data, size_t size)
 	deadline_bias = (h3 >> 4) & 7;
 	clock_inj = (h3 >> 7) & 1;
 	reroute = (h4 >> 6) & 1;
+	nw_timers = (h4 >> 7) & 1;
+	clk_back = false; /* set below, once the still window is measured */
 	tsvc_mode = (h0 >> 6) == 2 ? 1 : (h0 >> 6) == 3 ? 2 : 0;
 	poll_params(h2, &pp);
 	describe("threads %u, vCPUs %u, waiter %d (hooks %d), misuse %d, late wake %u, "
@@ -2414,7 +2645,10 @@ static void run_input(const uint8_t *data, size_t size)
 	if (clock_inj) {
 		measure_still_window();
 		ops.now_ns = vm_clock;
+		clk_back = (h1 >> 5) & 1;
 	}
+	describe("timer kinds NO_WAKEUP %d, injected clock steps back %d\n", nw_timers,
+		 clk_back);
 
 	if (vsched_vm_create(&cfg, &vm))
 		fail("[E1] vm_create");
@@ -2424,7 +2658,9 @@ static void run_input(const uint8_t *data, size_t size)
 			.name = names[k], .priority = kind_prio[k], .handler = handler,
 			.may_raise = may_raise(k),
 			.flags = k == K_NOWAKE ? VSCHED_REQ_NO_WAKEUP
-				 : k == K_PAY ? VSCHED_REQ_PAYLOAD : 0,
+				 : k == K_PAY ? VSCHED_REQ_PAYLOAD
+				 : nw_timers && (k == K_TIMER || k == K_TIMER2) ? VSCHED_REQ_NO_WAKEUP
+				 : 0,
 		};
 		if (vsched_request_declare(vm, k, &d))
 			fail("[E1] declare");
@@ -2512,7 +2748,9 @@ static void run_input(const uint8_t *data, size_t size)
 	/* Teardown: once every thread is done or asleep in vsched (for 100
 	 * ms, so that long sleeps are seen through), stop
 	 * requests (a waking kind) to every vCPU and a kick to the waiter,
-	 * again every 5 ms, until all are done. */
+	 * again every 5 ms, until all are done. A block that an E12 expiry
+	 * must end is left to it (and to E4's watchdog) for up to 3 s first. */
+	uint64_t e12_hold_until = 0;
 	for (unsigned idle = 0;;) {
 		bool all_done = true, quiet = true;
 		for (unsigned t = 0; t < nthreads; t++) {
@@ -2525,6 +2763,21 @@ static void run_input(const uint8_t *data, size_t size)
 		if (all_done)
 			break;
 		idle = quiet ? idle + 1 : 0;
+		if (idle >= 50 && !atomic_load(&stopping) && nw_timers) {
+			bool due = false;
+			for (unsigned i = 0; i < nvcpus; i++) {
+				uint64_t d = atomic_load(&objs[i].nw_due_seq);
+				due |= d && atomic_load(&objs[i].in_call) &&
+				       d == atomic_load(&objs[i].block_seq);
+			}
+			if (!e12_hold_until)
+				e12_hold_until = now_ns() + 3000000000ull;
+			if (due && now_ns() < e12_hold_until) {
+				struct timespec ts = { 0, 2000000 };
+				nanosleep(&ts, NULL);
+				continue;
+			}
+		}
 		if (idle >= 50 || atomic_load(&stopping)) {
 			atomic_store(&stopping, 1);
 			for (unsigned i = 0; i < nvcpus; i++) {
@@ -2549,8 +2802,28 @@ static void run_input(const uint8_t *data, size_t size)
 	atomic_store(&no_reposts, 1);
 	/* A live service: its thread stopped and joined, the service left to
 	 * vsched_vm_destroy() (timer.h). */
-	if (atomic_load(&tsvc_state) == 1)
+	if (atomic_load(&tsvc_state) == 1) {
+		/* E13 (misuse: vm.h wants no thread inside a vsched call): the
+		 * VM's destroy while its service's run() is active is refused
+		 * (no waiter here, so that the refusal is run()'s). */
+		if (misuse && !have_waiter) {
+			pthread_mutex_lock(&tsvc_stop_mx);
+			for (int tries = 0; tries < 20 && !tsvc_run_active(); tries++) {
+				struct timespec ts = { 0, 200000 };
+				nanosleep(&ts, NULL);
+			}
+			if (tsvc_run_active()) {
+				atomic_fetch_add(&e13_judged, 1);
+				rc = vsched_vm_destroy(vm);
+				if (rc != VSCHED_ESTATE)
+					fail("[E13] vsched_vm_destroy() while the timer service's "
+					     "thread is inside run() returned %d (VSCHED_ESTATE "
+					     "expected)", rc);
+			}
+			pthread_mutex_unlock(&tsvc_stop_mx);
+		}
 		tsvc_join();
+	}
 	atomic_store(&watchdog_stop, 1);
 	pthread_join(wd, NULL);
 	atomic_store(&late.stop, 1);

@@ -15,17 +15,18 @@ OPS = ["post", "payload", "broadcast", "kick", "block", "run", "wait", "wkick",
 
 def header(threads=2, vcpus=1, waiter=False, policy=0, maxi=0, misuse=False,
            late=0, hooks=False, bias=0, timers=0, sem=0, clock=False,
-           reroute=False, tsvc=0):
+           reroute=False, tsvc=0, nowake_timers=False, clock_back=False):
     # h0: threads - 2 is h0 % 3; bits 6-7 the timer service (tsvc 1:
     # run(), 2: fd + dispatch())
     h0 = next(v for v in range((tsvc + 1 if tsvc else 0) << 6, 256)
               if v % 3 == threads - 2)
     return bytes([h0,
-                  (vcpus - 1) | (0x10 if waiter else 0),
+                  (vcpus - 1) | (0x10 if waiter else 0) | (0x20 if clock_back else 0),
                   policy | maxi << 2,
                   (1 if misuse else 0) | late << 1 | (8 if hooks else 0) | bias << 4 |
                   (0x80 if clock else 0),
-                  timers | (0x40 if reroute else 0), sem])
+                  timers | (0x40 if reroute else 0) | (0x80 if nowake_timers else 0),
+                  sem])
 
 def op(t, name, a=0, b=0):
     o = OPS.index(name)
@@ -192,6 +193,62 @@ seeds["repost_chains"] = header(threads=3, vcpus=2, waiter=True) + \
      op(1, "run")) * 3 + op(2, "repost", a=0, b=16 | 3) + op(2, "repost", a=1, b=2) + \
     op(2, "repost", a=2, b=16 | 8) + op(2, "post", a=2) + \
     op(2, "post", a=1) + op(2, "post", a=0) + op(0, "run") + op(1, "run")
+
+# E12: the timers' kinds are VSCHED_REQ_NO_WAKEUP (h4 = 0x82: vCPU 0 has
+# (h4 % 3) = 1 timer); T1 (the waiter's
+# consumer, sleeping 5 ms in between so that T0 is BLOCKED) arms vCPU 0's
+# one-shot timer into the past while T0 blocks with no deadline: the expiry
+# it posts must end the block
+seeds["nowake_timer_past_arm"] = header(waiter=True, timers=2, nowake_timers=True) + \
+    (op(0, "block", b=7) + op(1, "wait", b=3) + op(1, "timer_arm", a=0, b=0) +
+     op(0, "run") + op(1, "wait", b=3) + op(1, "fire")) * 3 + \
+    op(0, "block", b=7) + op(1, "wait", b=3) + op(1, "timer_arm", a=0, b=0)
+# ... a LEVEL timer armed into the past while masked, unmasked by T1 while
+# T0 is BLOCKED; and the service (dispatch()) posting the expiries too
+seeds["nowake_timer_past_arm_level"] = header(waiter=True, timers=2, sem=1,
+                                              nowake_timers=True, tsvc=2) + \
+    (op(1, "timer_arm", a=0, b=2) + op(0, "block", b=7) + op(0, "run") +
+     op(1, "wait", b=3)) * 2 + \
+    (op(1, "timer_ctl", a=0, b=3) + op(1, "timer_arm", a=0, b=0) + op(0, "block", b=7) +
+     op(1, "wait", b=3) + op(1, "timer_ctl", a=0, b=1) + op(0, "run") +
+     op(1, "wait", b=3)) * 3
+# E13: while the service's thread is in run(), a second run() and a
+# destroy from the workers are refused (VSCHED_ESTATE) and the service
+# goes on posting the writers' expiries; with misuse and no waiter, the
+# VM's destroy at teardown before the service is stopped, too
+seeds["tsvc_run_twice_destroy"] = header(threads=3, vcpus=2, timers=0x05, tsvc=1,
+                                         misuse=True) + \
+    (op(1, "timer_arm", a=0, b=3) + op(2, "tsvc", b=4) + op(0, "block", b=3) +
+     op(2, "tsvc", b=8) + op(0, "run") + op(2, "timer_arm", a=1, b=4) + op(1, "tsvc", b=12) +
+     op(1, "block", b=4) + op(1, "run")) * 3 + op(2, "tsvc", b=5) + op(0, "tsvc", b=2) + \
+    op(2, "tsvc", b=4)
+seeds["tsvc_run_twice_nowake"] = header(threads=2, vcpus=1, timers=2, tsvc=1,
+                                        nowake_timers=True) + \
+    (op(1, "timer_arm", a=0, b=4) + op(1, "tsvc", b=12) + op(0, "block", b=7) +
+     op(0, "run")) * 4
+# E14: the injected clock runs backwards (200 ms, 50 ms, 10 ms) and steps
+# back (50 ms, 200 ms) while the vCPU polls (FIXED, 200 us window: 1 ms
+# blocks, one of them starts inside the first run) and sleeps, its timer
+# armed near (74df99a reverted: that poll runs to the run's end, E5)
+seeds["clock_back_poll"] = header(threads=2, vcpus=1, clock=True, clock_back=True,
+                                  policy=1, maxi=3, timers=1) + \
+    op(1, "clock", b=1 | 3 << 1 | 16) + op(0, "block", b=2) * 8 + \
+    op(1, "clock", b=1 | 2 << 1 | 16) + op(0, "block", b=4) + op(0, "block", b=3) + \
+    op(1, "timer_arm", a=0, b=3) + op(1, "clock", b=1 | 3 << 1 | 16) + op(0, "block", b=6) + \
+    op(0, "run") + op(1, "clock", b=1 | 2 << 1) + op(0, "block", b=2) + \
+    op(1, "clock", b=1 | 1 << 1 | 16 | 8) + op(0, "block", b=5) + op(1, "clock", b=1 | 3 << 1)
+seeds["clock_back_level_timers"] = header(threads=3, vcpus=2, clock=True, clock_back=True,
+                                          timers=0x05, sem=0x11, tsvc=2, policy=2,
+                                          maxi=2) + \
+    (op(1, "timer_arm", a=0, b=2) + op(2, "timer_arm", a=1, b=3) + op(0, "block", b=4) +
+     op(2, "clock", b=1 | 2 << 1) + op(1, "block", b=4) + op(0, "run") + op(1, "run") +
+     op(2, "clock", b=1 | 1 << 1 | 16) + op(1, "timer_ctl", a=0, b=1) +
+     op(0, "block", b=3) + op(2, "clock", b=4)) * 3
+seeds["clock_back_contention"] = header(threads=2, vcpus=1, clock=True, clock_back=True,
+                                        policy=2, maxi=3) + \
+    op(0, "set_poll", a=8, b=2 | 12) + \
+    (op(0, "block", b=2) + op(1, "clock", b=1 | 3 << 1) + op(0, "block", b=4) +
+     op(1, "post", a=0) + op(0, "run")) * 3
 
 out = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "corpus_state")
 os.makedirs(out, exist_ok=True)
