@@ -742,16 +742,23 @@ static void tick(struct slot *s, struct input *in)
 	/* The rate bound, on a decision. */
 	assert(vsched_kvm_gov_read_stats(s->g, &b1) == 0);
 	assert(b1.decisions - b0.decisions <= 1);
+	/* A change is counted in cap_changes: a tick that also failed to
+	 * read a vCPU returns that error, not CHANGED. */
+	bool changed = b1.cap_changes != b0.cap_changes;
+	assert(b1.cap_changes - b0.cap_changes <= 1);
+	assert(rc != VSCHED_KVM_GOV_CHANGED || changed);
 	if (b1.decisions != b0.decisions) {
 		if (s->changed_once && now < s->last_change)
 			s->last_change = now;
 		bool held = s->changed_once && now - s->last_change < s->min_change;
-		if (rc == VSCHED_KVM_GOV_CHANGED)
+		if (changed)
 			assert(!held);
 		if (b1.held_rate != b0.held_rate)
-			assert(held && rc != VSCHED_KVM_GOV_CHANGED);
+			assert(held && !changed);
+	} else {
+		assert(!changed);
 	}
-	if (rc == VSCHED_KVM_GOV_CHANGED) {
+	if (changed) {
 		s->changed_once = true;
 		s->last_change = now;
 	}
