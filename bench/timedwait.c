@@ -10,7 +10,12 @@
  *   the timerfd never read (Solo5 does not: re-arming it resets its count)
  *   (a zero timeout: one epoll_pwait(0), nothing armed);
  * - without fds: vsched_vcpu_block_ex() on the futex path against
- *   clock_nanosleep(TIMER_ABSTIME) with the thread's own timer slack.
+ *   clock_nanosleep(TIMER_ABSTIME) with the thread's own timer slack, and
+ *   beside it (a third column, not the goal's baseline) a raw
+ *   FUTEX_WAIT_BITSET on a private word until the same absolute deadline:
+ *   the least a sleep that a post can end costs on this host (a
+ *   clock_nanosleep cannot be ended by one), so that the share of the gap
+ *   that is the kernel's own is measured in the same run.
  *
  * Per timeout and pair: CPU per call (CLOCK_THREAD_CPUTIME_ID over the
  * calls), overshoot median and p99 (return minus deadline), syscalls per
@@ -26,6 +31,8 @@
  * per call over the baseline's median from the runs.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <linux/futex.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +40,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,7 +71,8 @@ static int timedwait_option(int argc, char **argv, int i)
 	return 0;
 }
 
-/* pair 0: with fds, pair 1: without; impl 0: vsched, impl 1: baseline */
+/* pair 0: with fds, pair 1: without; impl 0: vsched, impl 1: baseline,
+ * impl 2 (pair 1 only): the raw futex */
 static const char *const pair_name[2] = { "fd", "nofd" };
 static const char *const base_name[2] = { "timerfd_epoll_pwait", "clock_nanosleep" };
 
@@ -83,10 +92,27 @@ static struct timespec ts_of(uint64_t ns)
 				  .tv_nsec = (long)(ns % 1000000000ull) };
 }
 
-/* One wait until dl the baseline's way. */
-static void base_wait(struct ctx *x, int pair, uint64_t dl, bool zero)
+/* One wait until dl on a futex word that nobody writes: FUTEX_WAIT_BITSET
+ * takes an absolute CLOCK_MONOTONIC deadline, as vsched's futex path does
+ * (lib/os.c), and ends with ETIMEDOUT (EINTR: again). */
+static void futex_wait_until(uint64_t dl)
+{
+	static uint32_t word;
+	struct timespec ts = ts_of(dl);
+
+	while (syscall(SYS_futex, &word, FUTEX_WAIT_BITSET_PRIVATE, 0, &ts, NULL,
+		       FUTEX_BITSET_MATCH_ANY) == 0 || errno == EINTR || errno == EAGAIN)
+		;
+}
+
+/* One wait until dl the baseline's way (impl 2: the raw futex). */
+static void base_wait(struct ctx *x, int pair, int impl, uint64_t dl, bool zero)
 {
 	struct epoll_event ev[2];
+	if (impl == 2) {
+		futex_wait_until(dl);
+		return;
+	}
 	if (pair == 1) {
 		struct timespec ts = ts_of(dl);
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL))
@@ -123,7 +149,7 @@ static struct tw run_block(struct ctx *x, int pair, int impl, uint64_t to, int n
 			if (rc != VSCHED_WAKE_DEADLINE)
 				abort(); /* nothing else can wake it */
 		} else {
-			base_wait(x, pair, dl, to == 0);
+			base_wait(x, pair, impl, dl, to == 0);
 		}
 		uint64_t t = now_ns();
 		late[i] = t > dl ? t - dl : 0;
@@ -147,7 +173,7 @@ static int run_timedwait(void)
 	const int runs = opt_runs;
 	const double budget = (opt_quick ? 2.0 : 30.0) * 1e9 / (NTO * 4 * runs);
 	const int warmup = opt_quick ? WARMUP_QUICK : WARMUP;
-	static struct tw res[NTO][2][2][MAX_RUNS];
+	static struct tw res[NTO][2][3][MAX_RUNS];
 	struct ctx x;
 	struct epoll_event ev = { .events = EPOLLIN };
 
@@ -198,8 +224,10 @@ static int run_timedwait(void)
 	for (int r = 0; r < runs; r++)
 		for (unsigned t = 0; t < NTO; t++)
 			for (int pair = 0; pair < 2; pair++)
-				for (int k = 0; k < 2; k++) {
-					int impl = r % 2 ? 1 - k : k;
+				for (int k = 0; k < 2 + pair; k++) {
+					/* fd: forward, then reverse; nofd: the
+					 * three in turn, each first once in 3 */
+					int impl = pair ? (k + r) % 3 : r % 2 ? 1 - k : k;
 					uint64_t to = timeouts_us[t] * 1000ull;
 					int n = (int)(budget / ((double)to + 20000));
 					n = n < 20 ? 20 : n > 20000 ? 20000 : n;
@@ -265,6 +293,45 @@ static int run_timedwait(void)
 						 : "MISSED (both)");
 		}
 	}
+	/* Without fds, the raw futex beside clock_nanosleep: vsched's CPU over
+	 * it, and its own over clock_nanosleep's (medians of per-run ratios). */
+	if (!opt_json)
+		printf("\nnofd, against a raw FUTEX_WAIT_BITSET (the least a sleep that a post "
+		       "can end costs; not the goal's baseline):\n%8s | %-12s | %-14s | %s\n",
+		       "timeout", "futex us/call", "vsched / futex", "futex / clock_nanosleep");
+	for (unsigned t = 0; t < NTO; t++) {
+		double f[MAX_RUNS], vf[MAX_RUNS], fb[MAX_RUNS], v[MAX_RUNS];
+		double vlo = 0, vhi = 0, flo = 0, fhi = 0;
+		for (int r = 0; r < runs; r++) {
+			v[r] = res[t][1][0][r].cpu;
+			f[r] = res[t][1][2][r].cpu;
+			vlo = r == 0 || v[r] < vlo ? v[r] : vlo;
+			vhi = r == 0 || v[r] > vhi ? v[r] : vhi;
+			flo = r == 0 || f[r] < flo ? f[r] : flo;
+			fhi = r == 0 || f[r] > fhi ? f[r] : fhi;
+			vf[r] = ratio1(res[t][1][0][r].cpu, f[r]);
+			fb[r] = ratio1(f[r], res[t][1][1][r].cpu);
+		}
+		double fm = median(f, runs), vfm = median(vf, runs), fbm = median(fb, runs);
+		char name[128];
+		if (opt_json) {
+			snprintf(name, sizeof(name), "nofd/%uus/cpu_per_call_vs_futex", timeouts_us[t]);
+			json_line(&(struct json_line){
+				.bench = "timedwait", .metric = name, .unit = "ns",
+				.baseline = "futex_wait_bitset", .value = median(v, runs),
+				.baseline_value = fm, .ratio = vfm, .runs = runs,
+				.min = vlo, .max = vhi, .prec = 2, .ratio_prec = 3 });
+			snprintf(name, sizeof(name), "nofd/%uus/futex_cpu_per_call", timeouts_us[t]);
+			json_line(&(struct json_line){
+				.bench = "timedwait", .metric = name, .unit = "ns",
+				.baseline = base_name[1], .value = fm,
+				.baseline_value = base_cpu[t][1], .ratio = fbm, .runs = runs,
+				.min = flo, .max = fhi, .prec = 2, .ratio_prec = 3 });
+		} else {
+			printf("%6uus | %12.2f | %13.2fx | %.2fx\n", timeouts_us[t], fm / 1e3, vfm,
+			       fbm);
+		}
+	}
 	for (int pair = 0; pair < 2; pair++) {
 		if (!opt_json)
 			printf("\nlearning, %s: the warm-up's %d waits, CPU per call over the "
@@ -302,7 +369,8 @@ static int run_timedwait(void)
 const struct bench bench_timedwait = {
 	.name = "timedwait",
 	.desc = "timed waits (0-1000 us, with and without fds) against timerfd + "
-		"epoll_pwait and clock_nanosleep",
+		"epoll_pwait and clock_nanosleep (and a raw futex: the floor of a sleep "
+		"that a post can end)",
 	.run = run_timedwait,
 	.in_all = false,
 	.usage = "[--tw-budget N]",
