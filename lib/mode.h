@@ -139,6 +139,13 @@ static inline bool vsched__mode_still(const struct vsched__sleeper *s,
 static inline bool vsched__callout_begin(struct vsched__sleeper *s)
 {
 	atomic_fetch_add_explicit(&s->callouts, 1, memory_order_seq_cst);
+	/* The store-load fence after the RMW, as the post's: the compilers
+	 * map a seq_cst fetch_add to an interlocked-access instruction alone
+	 * on s390x (laa), which <vsched/arch/s390x.h> holds is no barrier by
+	 * itself (the kernel's _barrier atomics follow it with bcr 14,0).
+	 * Free on x86-64; on the callout path only (a syscall or a callback
+	 * follows). */
+	vsched__mb_after_rmw();
 	if (vsched__mode_of(atomic_load_explicit(s->word, memory_order_seq_cst)) ==
 	    VSCHED_MODE_DESTROYED) {
 		atomic_fetch_sub_explicit(&s->callouts, 1, memory_order_release);

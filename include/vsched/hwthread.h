@@ -31,14 +31,25 @@ enum vsched_hwthread_state {
 	VSCHED_HWTHREAD_IN_GUEST = 2,
 };
 
+/* The counters are read atomically by other threads: 8-aligned on every
+ * target, also where a uint64_t member is only 4-aligned (i386). */
+#if defined(__GNUC__)
+#define VSCHED__ALIGN8 __attribute__((aligned(8)))
+#elif defined(__cplusplus)
+#define VSCHED__ALIGN8 alignas(8)
+#else
+#define VSCHED__ALIGN8 _Alignas(8)
+#endif
 /** One hardware thread's state word and counters. Zero-initialise. */
 struct vsched_hwthread {
 	/** enum vsched_hwthread_state; read it with vsched_hwthread_state(). */
 	uint32_t state;
+	/** Zero (the padding every 64-bit target has here). */
+	uint32_t reserved0;
 	/** Wakeups that found IN_KERNEL already and skipped store + barrier.
 	 * Written by the thread itself (relaxed atomic stores): another
 	 * thread reads it with __atomic_load_n(..., __ATOMIC_RELAXED). */
-	uint64_t skips;
+	VSCHED__ALIGN8 uint64_t skips;
 	/** Wakeups that stored IN_KERNEL and paid the barrier (read as
 	 * `skips`). */
 	uint64_t stores;

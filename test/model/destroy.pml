@@ -74,6 +74,13 @@
  *                     it back to life
  *   -DPOLL_STORE      the poll window's plain stores (the limitation,
  *                     shown)
+ *   -DCALLOUT_NO_FENCE the waker's callout count and its re-read of the
+ *                     word without the store-load fence between them
+ *                     (vsched__callout_begin(); s390x's interlocked add is
+ *                     no barrier by itself): the re-read is satisfied
+ *                     before the count is visible, destroy sees no callout
+ *                     and tears down, and the wake runs after destroy
+ *                     returned
  *   -DREACH_ASLEEP_AFTER_DESTROY  asserts that a destroyed vCPU's thread
  *                     is never left asleep: its failure shows the window
  *                     of a destroy between a waker's CAS and its wake
@@ -234,12 +241,22 @@ proctype poster()
 		};
 		if
 		:: m ->
+#ifdef CALLOUT_NO_FENCE
+			/* The re-read passes the count's store (store buffer). */
+			if
+			:: mode != DESTROYED ->
+				callouts++;
+				atomic { assert(!torn_down); futex_asleep = 0 }
+			:: else -> callouts++; skipped = 1
+			fi;
+#else
 			callouts++;                      /* vsched__callout_begin() */
 			if
 			:: mode != DESTROYED ->
 				atomic { assert(!torn_down); futex_asleep = 0 }
 			:: else -> skipped = 1
 			fi;
+#endif
 			callouts--                       /* vsched__callout_end() */
 		:: else -> skip
 		fi

@@ -48,6 +48,7 @@ destroy.pml LEAVE_XCHG fail
 destroy.pml DESTROY_XCHG fail
 destroy.pml ARM_IGNORES_OLD fail
 destroy.pml POLL_STORE fail
+destroy.pml CALLOUT_NO_FENCE fail
 destroy.pml REACH_ASLEEP_AFTER_DESTROY fail
 needskick.pml - pass
 needskick.pml HOOK_AFTER_RECHECK fail

@@ -67,10 +67,17 @@ if [ -n "$inl" ]; then
 	check hot_enter "$enter" "the inline entry's store-load fence"
 fi
 # power: lwsync does not order store->load; the Dekker fences must be sync.
+# GCC's seq_cst RMW already starts with a sync (sync; l[dw]arx; st[dw]cx.;
+# isync), which the patterns above find even when the fence after the RMW
+# is gone or is an lwsync: so here a sync must follow the store-conditional
+# (optimised builds, where the RMW and its fence are in the function).
 case "$arch" in ppc64le)
-	for f in vsched_vcpu_enter ${inl:+hot_enter}; do
-		if body $f | grep -Eq 'lwsync' && ! body $f | grep -Eq '(^|[[:space:]])(hw)?sync'; then
-			echo "FAIL: only lwsync in $f"; status=1
+	for f in vsched_post vsched_vcpu_enter ${inl:+hot_post hot_enter}; do
+		[ "$depth" -eq 0 ] || continue
+		if ! body $f | awk '/[[:space:]]st[bhwd]cx\./ { rmw = 1; next }
+			rmw && /(^|[[:space:]])(hw)?sync([[:space:]]|$)/ { ok = 1 }
+			END { exit !ok }'; then
+			echo "FAIL: no sync after the RMW's store-conditional in $f"; status=1
 		fi
 	done ;;
 esac

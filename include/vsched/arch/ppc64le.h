@@ -31,13 +31,17 @@ static inline uint64_t vsched__timebase(void)
 	return v;
 }
 /* The timebase frequency comes from the device tree (glibc's
- * __ppc_get_timebase_freq); lib/timebase.c asks it, else calibrates. */
+ * __ppc_get_timebase_freq); lib/timebase.c asks it, else calibrates. A
+ * hidden helper of libvsched: only in the library's own build, so that a
+ * consumer that keeps every inline function still links (the fill). */
+#if defined(VSCHED__LIBRARY_BUILD)
 uint64_t vsched__ppc_timebase_freq(void);
 #define VSCHED__HAVE_TIMEBASE_FREQ 1
 static inline uint64_t vsched__timebase_freq_hw(void)
 {
 	return vsched__ppc_timebase_freq();
 }
+#endif
 
 #define VSCHED__HAVE_IDLE_HINT 1
 static inline void vsched__idle_hint(void)

@@ -26,17 +26,23 @@ static inline void vsched__mb(void)
 #endif
 }
 
-/* The TOD clock, read with STORE CLOCK FAST (no wait for a unique value):
- * bit 51 is one microsecond, so it counts 4096 per microsecond. */
+/* The TOD clock. Its 64 bits (bit 51 one microsecond) wrap on 2042-09-17
+ * (epoch 1900), and STORE CLOCK FAST stores only those: a "monotonic"
+ * counter that goes back to 0. STORE CLOCK EXTENDED stores the epoch index
+ * first (byte 0: it counts the wraps, multiple-epoch facility, z14), then
+ * the TOD bits: its first 8 bytes, epoch index and TOD bits 0-55, are a
+ * counter that does not wrap for 2^8 epochs, at 2^4 per microsecond. */
 #define VSCHED__HAVE_TIMEBASE 1
 static inline uint64_t vsched__timebase(void)
 {
+	unsigned char clk[16];
 	uint64_t v;
-	__asm__ __volatile__("stckf %0" : "=Q"(v) : : "cc", "memory");
+	__asm__ __volatile__("stcke %0" : "=Q"(clk) : : "cc", "memory");
+	__builtin_memcpy(&v, clk, sizeof(v)); /* big-endian: byte 0 on top */
 	return v;
 }
 #define VSCHED__HAVE_TIMEBASE_FREQ 1
 static inline uint64_t vsched__timebase_freq_hw(void)
 {
-	return 4096000000u; /* 2^12 per microsecond, architected */
+	return 16000000u; /* 2^4 per microsecond (TOD bit 55), architected */
 }

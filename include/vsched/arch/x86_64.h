@@ -42,7 +42,11 @@ static inline uint64_t vsched__timebase(void)
 
 /* Wait-for-event: Intel's umonitor/umwait (WAITPKG) or AMD's
  * monitorx/mwaitx (MONITORX), detected at run time (lib/arch/x86_64/arch.c);
- * both are bounded by a TSC deadline (~20,000 ticks). Else a pause. */
+ * both are bounded by a TSC deadline (~20,000 ticks). Else a pause. It
+ * calls a hidden helper of libvsched: only the library's own build
+ * (VSCHED__LIBRARY_BUILD) has it, so that a consumer that keeps every
+ * inline function (-fkeep-inline-functions) still links; it gets the fill. */
+#if defined(VSCHED__LIBRARY_BUILD)
 #define VSCHED__HAVE_WFE 1
 enum { VSCHED__X86_WFE_NONE = 0, VSCHED__X86_WFE_UMWAIT = 1, VSCHED__X86_WFE_MWAITX = 2 };
 int vsched__x86_wfe_kind(void);
@@ -71,3 +75,4 @@ static inline void vsched__wait_event(const void *p, uint64_t v)
 		vsched__relax();
 	}
 }
+#endif /* VSCHED__LIBRARY_BUILD */
