@@ -2118,23 +2118,13 @@ static int tsvc_stop(void)
 /* E13's precondition, tsvc_stop_mx held (no stop can come): the service's
  * thread is inside run() past its one-at-a-time check. It set tsvc_in_run
  * just before calling run(), which sleeps nowhere before that check, and
- * it is seen asleep in the kernel ('S') after that store; no stop was
+ * it is seen asleep in the kernel (thread_sleeping()) after that store; no stop was
  * made, so run() cannot have returned (a failure of its own fails E1). */
 static bool tsvc_run_active(void)
 {
-	char path[64], buf[256];
-	int fd, n, tid = atomic_load(&tsvc_tid);
-	if (tsvc_mode != 1 || atomic_load(&tsvc_stopped) || !atomic_load(&tsvc_in_run) || !tid)
+	if (tsvc_mode != 1 || atomic_load(&tsvc_stopped) || !atomic_load(&tsvc_in_run))
 		return false;
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = (int)read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = 0;
-	char *e = strrchr(buf, ')');
-	return e && e[2] == 'S' && atomic_load(&tsvc_in_run);
+	return thread_sleeping(atomic_load(&tsvc_tid)) && atomic_load(&tsvc_in_run);
 }
 
 /* E13, from a worker (tsvc_lock read-held, the service live): a second
