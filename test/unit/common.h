@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -183,6 +184,14 @@ static inline unsigned open_fds(void)
 		n++;
 	closedir(d);
 	return n;
+}
+
+/* CLOCK_MONOTONIC in ns (the real clock, for tests on the host's). */
+static inline uint64_t mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static inline struct vsched_vcpu_stats stats_of(struct vsched_vcpu *v)

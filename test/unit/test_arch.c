@@ -11,13 +11,6 @@
 
 uint64_t vsched__timebase_freq(void);
 
-static uint64_t mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void test_timebase(void **state)
 {
 	(void)state;

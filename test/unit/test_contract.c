@@ -31,13 +31,6 @@ enum { K_REQ = 0, K_NOWAKE = 1 };
 
 static const uint64_t SEC = 1000000000ull;
 
-static uint64_t mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t thread_cpu(clockid_t c)
 {
 	struct timespec ts;

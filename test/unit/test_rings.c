@@ -33,13 +33,6 @@
 
 #define GUARD_NS 10000000000ull /* a hang guard, never a timing claim */
 
-static uint64_t mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* A condition that counts its calls: a busy loop of the engine (a ring
  * or a timer reported at every epoll_pwait) calls it without end. */
 static atomic_uint cc_calls;

@@ -9,73 +9,7 @@
 #include <unistd.h>
 
 #include "common.h"
-
-enum { K_TIMER = 3, K_OTHER = 4 };
-
-static unsigned delivered;
-static void on_timer(struct vsched_vcpu *v, unsigned k, struct vsched_payload *p,
-		     void *a)
-{
-	(void)v, (void)k, (void)p, (void)a;
-	delivered++;
-}
-
-/* The guest's real deadline as timer_read sees it (nested: invisible to
- * vsched), and the cost of reading it in fake ns. */
-static uint64_t guest_deadline, read_cost;
-static unsigned reads;
-static int timer_read(struct vsched_vcpu *v, struct vsched_timer *t, uint64_t *d,
-		      void *ctx)
-{
-	struct fake_host *h = ctx;
-	(void)v, (void)t;
-	reads++;
-	h->now += read_cost;
-	*d = guest_deadline;
-	return 0;
-}
-
-struct rig {
-	struct fake_host h;
-	struct vsched_host_ops ops;
-	struct vsched_vm *vm;
-	struct vsched_vcpu *v;
-	struct vsched_timer *t;
-};
-
-static void rig_up_clock(struct rig *r, unsigned semantics, unsigned cancel,
-			 bool nested, uint64_t (*now_ns)(void *ctx))
-{
-	struct vsched_timer_desc d = { .size = sizeof(d), .name = "t",
-				       .semantics = semantics, .kind = K_TIMER,
-				       .cancel = cancel };
-	memset(r, 0, sizeof(*r));
-	r->ops = fake_ops(&r->h);
-	if (nested)
-		r->ops.timer_read = timer_read;
-	if (now_ns)
-		r->ops.now_ns = now_ns;
-	r->vm = make_vm(&r->ops, 0);
-	declare(r->vm, K_TIMER, "timer", 1, 0, on_timer, NULL, 0);
-	declare(r->vm, K_OTHER, "other", 2, 0, NULL, NULL, 0);
-	assert_int_equal(vsched_request_finalize(r->vm, 0), 0);
-	r->v = r->h.vcpu = make_vcpu(r->vm, 0);
-	assert_int_equal(vsched_timer_create(r->v, &d, &r->t), 0);
-	delivered = reads = 0;
-	read_cost = 0;
-}
-
-static void rig_up(struct rig *r, unsigned semantics, unsigned cancel, bool nested)
-{
-	rig_up_clock(r, semantics, cancel, nested, NULL);
-}
-
-static struct vsched_timer_stats tstats(struct vsched_timer *t)
-{
-	struct vsched_timer_stats s;
-	assert_int_equal(vsched_timer_read_stats(t, &s), 0);
-	return s;
-}
+#include "timerrig.h"
 
 static void test_fires_at_deadline_not_before(void **state)
 {
@@ -228,21 +162,6 @@ static void test_cancel_policies_nested(void **state)
 	assert_int_equal(vsched_timer_get(r.t, &d, &exp), 0);
 	assert_false(exp);
 	vsched_vm_destroy(r.vm);
-}
-
-/* One expiry through the ADAPTIVE timer; `stale` says whether the guest
- * had re-armed; a stale delivery is reported as costing `spur`. */
-static void expiry(struct rig *r, bool stale, uint64_t spur)
-{
-	unsigned before = delivered;
-	r->h.now += 100000;
-	guest_deadline = r->h.now;
-	assert_int_equal(vsched_timer_arm(r->t, r->h.now), 0); /* fires now */
-	if (stale)
-		guest_deadline = r->h.now + 1000000;
-	assert_int_equal(vsched_service(r->v), 1);
-	if (stale && delivered > before)
-		vsched_timer_report_spurious(r->t, spur);
 }
 
 static void test_adaptive_switches(void **state)
@@ -496,13 +415,6 @@ static void test_level_rearm_fall_and_rise_inside_arm(void **state)
 }
 
 /* --- the timer service on the real clock --- */
-
-static uint64_t mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static _Atomic uint64_t kicked_at;
 static void kick_now(struct vsched_vcpu *v, void *c)

@@ -20,70 +20,9 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "timerrig.h"
 
-enum { K_TIMER = 3, K_OTHER = 4, K_WAIT = 5 };
-
-static unsigned delivered;
-static void on_timer(struct vsched_vcpu *v, unsigned k, struct vsched_payload *p,
-		     void *a)
-{
-	(void)v, (void)k, (void)p, (void)a;
-	delivered++;
-}
-
-static uint64_t guest_deadline, read_cost;
-static unsigned reads;
-static int timer_read(struct vsched_vcpu *v, struct vsched_timer *t, uint64_t *d,
-		      void *ctx)
-{
-	struct fake_host *h = ctx;
-	(void)v, (void)t;
-	reads++;
-	h->now += read_cost;
-	*d = guest_deadline;
-	return 0;
-}
-
-struct rig {
-	struct fake_host h;
-	struct vsched_host_ops ops;
-	struct vsched_vm *vm;
-	struct vsched_vcpu *v;
-	struct vsched_timer *t;
-};
-
-static void rig_up(struct rig *r, unsigned semantics, unsigned cancel, bool nested)
-{
-	struct vsched_timer_desc d = { .size = sizeof(d), .name = "t",
-				       .semantics = semantics, .kind = K_TIMER,
-				       .cancel = cancel };
-	memset(r, 0, sizeof(*r));
-	r->ops = fake_ops(&r->h);
-	if (nested)
-		r->ops.timer_read = timer_read;
-	r->vm = make_vm(&r->ops, 0);
-	declare(r->vm, K_TIMER, "timer", 1, 0, on_timer, NULL, 0);
-	declare(r->vm, K_OTHER, "other", 2, 0, NULL, NULL, 0);
-	assert_int_equal(vsched_request_finalize(r->vm, 0), 0);
-	r->v = r->h.vcpu = make_vcpu(r->vm, 0);
-	assert_int_equal(vsched_timer_create(r->v, &d, &r->t), 0);
-	delivered = reads = 0;
-	read_cost = 0;
-}
-
-static struct vsched_timer_stats tstats(struct vsched_timer *t)
-{
-	struct vsched_timer_stats s;
-	assert_int_equal(vsched_timer_read_stats(t, &s), 0);
-	return s;
-}
-
-static uint64_t mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+enum { K_WAIT = 5 }; /* beside timerrig.h's kinds */
 
 /* Join `th` within `ms` milliseconds: true if it returned. */
 static bool join_within(pthread_t th, unsigned ms, void **ret)
@@ -339,19 +278,6 @@ static void test_bug_timer_wait_kind(void **state)
  * clock stepping back during a read was fixed for this very reason: "it
  * learns est_read only from reads".) Fix: 04-adaptive-read-outlier.diff
  * (one sample can at most double-ish the estimate). */
-static void expiry(struct rig *r, bool stale, uint64_t spur)
-{
-	unsigned before = delivered;
-	r->h.now += 100000;
-	guest_deadline = r->h.now;
-	assert_int_equal(vsched_timer_arm(r->t, r->h.now), 0); /* fires now */
-	if (stale)
-		guest_deadline = r->h.now + 1000000;
-	assert_int_equal(vsched_service(r->v), 1);
-	if (stale && delivered > before)
-		vsched_timer_report_spurious(r->t, spur);
-}
-
 static void test_bug_adaptive_one_slow_read_stops_reads(void **state)
 {
 	struct rig r;

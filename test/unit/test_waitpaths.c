@@ -48,14 +48,6 @@ int epoll_pwait(int epfd, struct epoll_event *ev, int n, int timeout,
 	return real(epfd, ev, n, timeout, mask);
 }
 
-static uint64_t mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Every timerfd_settime the process makes: with `tfd_hook` set, it is
  * called with the interval each arming asks for (absolute CLOCK_MONOTONIC
  * deadline less now; disarms are not passed). */
