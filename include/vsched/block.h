@@ -95,11 +95,14 @@ struct vsched_block_result {
  * clock; a deadline at or before now checks once and never sleeps: it
  * returns VSCHED_WAKE_FD with the tags when any registered fd is ready, and
  * VSCHED_WAKE_DEADLINE only when none is). With fds registered, every
- * VSCHED_WAKE_DEADLINE follows a check of the fds made once the deadline
- * had passed (the poll loop's last look, or the look after the sleep's
- * on-time spin): a write that completed before the deadline is reported,
- * one that completes after that check (even before the call returns) is
- * left for the next call.
+ * VSCHED_WAKE_DEADLINE follows a check of the fds made at the deadline or
+ * after it: the poll loop's last look, the look after the sleep's on-time
+ * spin, or the sleep's own epoll_pwait when its wakeup returned at or
+ * after the deadline (it spun nothing). A write that completed before
+ * that check is reported, one that completes after it (even before the
+ * call returns) is left for the next call. A sleep's own check is made as
+ * its epoll_pwait returns, so a write that races that return is left for
+ * the next call, as it is by a caller's own timerfd and epoll_pwait loop.
  *
  * Registered fds are a wake source of the poll window too: while polling,
  * they are checked with a non-blocking epoll_pwait at a bounded rate (once
