@@ -16,9 +16,17 @@
  *   - the cancelled-entry check (vsched_vcpu_enter()) replaces re-reading
  *     cpu->interrupt_request just before KVM_RUN.
  *
- * Here the "guest" of each vCPU halts after every interrupt it takes and
- * an I/O thread raises ITERS interrupts on each vCPU, one at a time; the
- * run fails unless every interrupt is taken exactly once.
+ *   - stopping a vCPU is a request too (K_STOP, QEMU's run-state change):
+ *     a post ends a block in progress, where vsched_vcpu_kick() would not
+ *     (a kick wakes the sleeper only for its has_event to look; with
+ *     nothing pending the block sleeps again until its deadline), and a
+ *     post that lands before the block is seen by its re-check, so the
+ *     wake is never lost and the halt needs no deadline to end.
+ *
+ * Here the "guest" of each vCPU halts after every interrupt it takes, with
+ * no deadline (it has no timer armed), and an I/O thread raises ITERS
+ * interrupts on each vCPU, one at a time; the run fails unless every
+ * interrupt is taken exactly once and every vCPU stops when asked.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -30,6 +38,7 @@
 #define NVCPUS 2
 #define ITERS 2000
 #define K_IRQ 0
+#define K_STOP 1
 
 static pthread_mutex_t bql = PTHREAD_MUTEX_INITIALIZER;
 
@@ -38,7 +47,8 @@ struct cpu {
 	pthread_t thread;
 	unsigned irqs_taken; /* under the BQL */
 	_Atomic unsigned irqs_raised;
-	_Atomic bool stop;
+	bool stop; /* under the BQL, set by the K_STOP handler */
+	int error; /* a vsched call that failed, or 0 */
 };
 
 static struct cpu cpus[NVCPUS];
@@ -54,25 +64,46 @@ static void take_irq(struct vsched_vcpu *v, unsigned kind,
 	c->irqs_taken++;
 }
 
+/* Stopping: set under the BQL by the vCPU's own thread, like any request. */
+static void take_stop(struct vsched_vcpu *v, unsigned kind,
+		      struct vsched_payload *p, void *arg)
+{
+	struct cpu *c = vsched_vcpu_user(v);
+
+	(void)kind, (void)p, (void)arg;
+	c->stop = true;
+}
+
 static void *vcpu_thread(void *arg)
 {
 	struct cpu *c = arg;
+	int rc = 0;
 
 	vsched_thread_init();
 	pthread_mutex_lock(&bql);
-	while (!atomic_load(&c->stop)) {
-		vsched_service(c->vs);
-		if (vsched_vcpu_enter(c->vs) != 0)
+	for (;;) {
+		if ((rc = vsched_service(c->vs)) < 0)
+			break;
+		if (c->stop) /* after the service that may have set it */
+			break;
+		rc = vsched_vcpu_enter(c->vs);
+		if (rc == VSCHED_ENTRY_CANCELLED)
 			continue; /* a request came at commit: service it first */
+		if (rc < 0)
+			break; /* destroyed, or misuse: never spin on it */
 		/* Guest code runs here without the BQL (QEMU drops it around
 		 * KVM_RUN too); this guest halts at once. */
 		pthread_mutex_unlock(&bql);
 		vsched_vcpu_exit(c->vs);
-		/* HLT: wait for an interrupt with the big lock dropped. */
-		vsched_vcpu_block(c->vs, vsched_deadline_in(vsched_vcpu_vm(c->vs),
-							    100000000));
+		/* HLT: wait for an interrupt (or a stop) with the big lock
+		 * dropped. No timer is armed, so no deadline: only a posted
+		 * request ends it (or a signal, which loops back here). */
+		rc = vsched_vcpu_block(c->vs, VSCHED_DEADLINE_NONE);
 		pthread_mutex_lock(&bql);
+		if (rc < 0)
+			break;
 	}
+	c->error = rc < 0 ? rc : 0;
 	pthread_mutex_unlock(&bql);
 	return NULL;
 }
@@ -91,11 +122,14 @@ int main(void)
 	struct vsched_vm_config cfg = { .size = sizeof(cfg), .ops = &ops };
 	struct vsched_request_desc irq = { .name = "irq", .priority = 0,
 					   .handler = take_irq };
+	struct vsched_request_desc stop = { .name = "stop", .priority = 1,
+					    .handler = take_stop };
 	struct vsched_vm *vm;
 	int rc, fails = 0;
 
 	if ((rc = vsched_vm_create(&cfg, &vm)) != 0 ||
 	    (rc = vsched_request_declare(vm, K_IRQ, &irq)) != 0 ||
+	    (rc = vsched_request_declare(vm, K_STOP, &stop)) != 0 ||
 	    (rc = vsched_request_finalize(vm, 0)) != 0) {
 		fprintf(stderr, "bql: setup: %s\n", vsched_strerror(rc));
 		return 1;
@@ -105,7 +139,11 @@ int main(void)
 			fprintf(stderr, "bql: vcpu: %s\n", vsched_strerror(rc));
 			return 1;
 		}
-		pthread_create(&cpus[i].thread, NULL, vcpu_thread, &cpus[i]);
+		if ((rc = pthread_create(&cpus[i].thread, NULL, vcpu_thread,
+					 &cpus[i])) != 0) {
+			fprintf(stderr, "bql: thread: %s\n", vsched_strerror(-rc));
+			return 1;
+		}
 	}
 	/* The I/O thread (here: main) raises interrupts under the BQL, as a
 	 * device model does, and waits for each to be taken. */
@@ -127,9 +165,18 @@ int main(void)
 		}
 	}
 	for (unsigned i = 0; i < NVCPUS; i++) {
-		atomic_store(&cpus[i].stop, true);
-		vsched_vcpu_kick(cpus[i].vs);
+		/* A request, not a flag and a kick: the post wakes the block
+		 * (or is seen by its re-check), the kick would not. */
+		if ((rc = vsched_post(cpus[i].vs, K_STOP)) < 0) {
+			fprintf(stderr, "bql: stop: %s\n", vsched_strerror(rc));
+			return 1;
+		}
 		pthread_join(cpus[i].thread, NULL);
+		if (cpus[i].error) {
+			fprintf(stderr, "bql: vCPU %u: %s\n", i,
+				vsched_strerror(cpus[i].error));
+			fails++;
+		}
 		if (cpus[i].irqs_taken != atomic_load(&cpus[i].irqs_raised)) {
 			fprintf(stderr, "bql: vCPU %u took %u of %u interrupts\n", i,
 				cpus[i].irqs_taken, atomic_load(&cpus[i].irqs_raised));

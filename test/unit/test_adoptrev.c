@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The adoption review's reproducers (helper-adoptrev): the recipes of
+ * doc/adopting.md (examples/adopt/) used as a VMM author who copies them
+ * would use them. Each test names the recipe or doc text it holds to the
+ * API's real semantics. Timeouts here are hang guards only.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "common.h"
+
+/* examples/adopt/bql.c, compiled in: the same code the recipe runs. */
+#define main adopt_bql_main
+#include "../../examples/adopt/bql.c"
+#undef main
+
+/* Run `fn` in a child with a hang guard; its exit status, or -signal. */
+static int in_child(int (*fn)(void), unsigned guard_s)
+{
+	int st;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		alarm(guard_s); /* SIGALRM kills a hung child */
+		_exit(fn());
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+}
+
+/*
+ * A1. examples/adopt/bql.c stopped its vCPU threads with a flag and
+ * vsched_vcpu_kick(). A kick ends a guest-mode run, and wakes a sleeper
+ * only for its has_event to look (block.h): with nothing pending the block
+ * sleeps again, so each thread stayed blocked until its 100 ms deadline,
+ * and a copier whose halt has no deadline (a guest with no timer armed:
+ * VSCHED_DEADLINE_NONE, as the recipe now halts) hung at the join forever.
+ * Before the fix (the recipe halting with VSCHED_DEADLINE_NONE, stopped
+ * by the flag and kick) the child hung and the guard killed it (SIGALRM).
+ * Fix: the stop is a request (K_STOP), whose post ends the block or is
+ * seen by its re-check, and the loop checks it after the service.
+ */
+static void test_bql_recipe_stops_halted_vcpus(void **state)
+{
+	(void)state;
+	assert_int_equal(in_child(adopt_bql_main, 120), 0);
+}
+
+/* The semantics A1 rests on, pinned: a kick with nothing pending does not
+ * end a block (it returns at its deadline), a post does. */
+struct blocker {
+	struct vsched_vcpu *v;
+	uint64_t deadline;
+	atomic_int rc;
+	atomic_bool started;
+};
+
+static void *block_once(void *arg)
+{
+	struct blocker *b = arg;
+
+	atomic_store(&b->started, true);
+	atomic_store(&b->rc, vsched_vcpu_block(b->v, b->deadline));
+	return NULL;
+}
+
+static void wait_blocked(struct vsched_vcpu *v)
+{
+	while (vsched_vcpu_mode(v) != VSCHED_MODE_BLOCKED)
+		usleep(100);
+}
+
+static void test_kick_does_not_end_block_post_does(void **state)
+{
+	struct vsched_vm *vm;
+	struct vsched_vcpu *v = vm_req_vcpu(NULL, NULL, 0, &vm);
+	struct blocker b = { .v = v };
+	pthread_t t;
+
+	(void)state;
+	/* Kick: the block runs to its deadline (1 s away: if the kick ended
+	 * it, the reason would not be DEADLINE, whatever the timing). */
+	b.deadline = vsched_deadline_in(vm, 1000000000);
+	assert_int_equal(pthread_create(&t, NULL, block_once, &b), 0);
+	wait_blocked(v);
+	assert_int_equal(vsched_vcpu_kick(v), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(atomic_load(&b.rc), VSCHED_WAKE_DEADLINE);
+
+	/* Post: ends a block with no deadline. */
+	b.deadline = VSCHED_DEADLINE_NONE;
+	assert_int_equal(pthread_create(&t, NULL, block_once, &b), 0);
+	wait_blocked(v);
+	assert_int_equal(vsched_post(v, 0), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(atomic_load(&b.rc), VSCHED_WAKE_REQUEST);
+	assert_int_equal(vsched_service(v), 1);
+	vsched_vm_destroy(vm);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bql_recipe_stops_halted_vcpus),
+		cmocka_unit_test(test_kick_does_not_end_block_post_does),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
