@@ -44,11 +44,21 @@
  *           rc = vsched_kvm_post_run(kv, ret < 0 ? -errno : 0);
  *           my_post_run_steps();
  *           if (rc == KVM_EXIT_HLT)
- *                   vsched_kvm_halt(kv, deadline);
+ *                   rc = vsched_kvm_halt(kv, deadline);
  *           else if (rc >= 0 && rc != VSCHED_KVM_KICKED)
  *                   my_handle_exit(rc);
+ *           if (rc < 0 || my_exit_requested)  // the flag has_event reports
+ *                   break;
  *   }
  * @endcode
+ *
+ * **An exit request** (QEMU's cpu->exit_request, a stop) must end a halt:
+ * vsched_kvm_halt() services requests and blocks again unless an
+ * interrupt is owed, so a request whose handler only sets a flag leaves
+ * the vCPU halted (until the deadline; with VSCHED_DEADLINE_NONE for
+ * ever). Have the `has_event` host callback report the flag, set it in
+ * the request's handler or before vsched_vcpu_kick(); the halt then
+ * returns VSCHED_WAKE_EVENT.
  *
  * vsched_kvm_run() is exactly that loop body. Between pre_run and KVM_RUN
  * the vCPU is IN_GUEST for vsched: a poster kicks instead of waking, so the

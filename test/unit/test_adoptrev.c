@@ -111,11 +111,119 @@ static void test_kick_does_not_end_block_post_does(void **state)
 	vsched_vm_destroy(vm);
 }
 
+#ifdef VSCHED_TEST_KVM
+#include <fcntl.h>
+#include <vsched/kvm.h>
+
+/*
+ * A2. <vsched/kvm.h> and doc/adopting.md section 2: QEMU's exit_request
+ * "becomes a vsched request". vsched_kvm_halt() services requests and
+ * blocks again until an interrupt is owed, or a wake source other than a
+ * request fires (kvm.h): an exit request whose handler only sets the
+ * VMM's flag does not end the halt (it returns at its deadline; with
+ * VSCHED_DEADLINE_NONE, never). What does: a flag that the `has_event`
+ * host callback reports, set by the request's handler (the halt's next
+ * block sees it at once) or by the poster before vsched_vcpu_kick(), as
+ * examples/vmm's vmm_stop() does; the halt returns VSCHED_WAKE_EVENT. This
+ * pins the semantics the corrected docs state; it passes before and after
+ * (the fix is the docs').
+ */
+static atomic_bool exit_flag, handled, handler_sets_exit;
+
+static void on_exit_req(struct vsched_vcpu *v, unsigned k,
+			struct vsched_payload *p, void *arg)
+{
+	(void)v, (void)k, (void)p, (void)arg;
+	atomic_store(&handled, true);
+	if (atomic_load(&handler_sets_exit))
+		atomic_store(&exit_flag, true);
+}
+
+static bool exit_has_event(struct vsched_vcpu *v, void *ctx)
+{
+	(void)v, (void)ctx;
+	return atomic_load(&exit_flag);
+}
+
+struct halter {
+	struct vsched_kvm_vcpu *kv;
+	uint64_t deadline;
+	atomic_int rc;
+};
+
+static void *halt_once(void *arg)
+{
+	struct halter *h = arg;
+
+	atomic_store(&h->rc, vsched_kvm_halt(h->kv, h->deadline));
+	return NULL;
+}
+
+static void test_kvm_halt_exit_request(void **state)
+{
+	struct vsched_host_ops ops = { .has_event = exit_has_event };
+	struct vsched_vm *vm = make_vm_with(&ops, NULL);
+	struct vsched_vcpu *v;
+	struct kvm_run *run = calloc(1, 4096);
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	struct halter h = { 0 };
+	pthread_t t;
+
+	(void)state;
+	assert_true(fd >= 0);
+	declare(vm, 0, "exit", 0, 0, on_exit_req, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	v = make_vcpu(vm, 0);
+	assert_int_equal(vsched_kvm_signal_install(SIGUSR1), 0);
+	assert_int_equal(vsched_kvm_attach(v, fd, run, NULL, &h.kv), 0);
+
+	/* Posted only: serviced inside the halt, which then blocks on to its
+	 * deadline (1 s: whatever the timing, an early end is not DEADLINE). */
+	atomic_store(&exit_flag, false);
+	h.deadline = vsched_deadline_in(vm, 1000000000);
+	assert_int_equal(pthread_create(&t, NULL, halt_once, &h), 0);
+	wait_blocked(v);
+	assert_int_equal(vsched_post(v, 0), 0);
+	pthread_join(t, NULL);
+	assert_true(atomic_load(&handled)); /* the handler ran ... */
+	assert_int_equal(atomic_load(&h.rc), VSCHED_WAKE_DEADLINE); /* ... in vain */
+
+	/* Posted, its handler setting what has_event reports: ends a halt
+	 * with no deadline. */
+	atomic_store(&handler_sets_exit, true);
+	h.deadline = VSCHED_DEADLINE_NONE;
+	assert_int_equal(pthread_create(&t, NULL, halt_once, &h), 0);
+	wait_blocked(v);
+	assert_int_equal(vsched_post(v, 0), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(atomic_load(&h.rc), VSCHED_WAKE_EVENT);
+	atomic_store(&handler_sets_exit, false);
+
+	/* has_event and a kick: ends a halt with no deadline. */
+	atomic_store(&exit_flag, false);
+	h.deadline = VSCHED_DEADLINE_NONE;
+	assert_int_equal(pthread_create(&t, NULL, halt_once, &h), 0);
+	wait_blocked(v);
+	atomic_store(&exit_flag, true);
+	assert_int_equal(vsched_vcpu_kick(v), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(atomic_load(&h.rc), VSCHED_WAKE_EVENT);
+
+	vsched_vm_destroy(vm);
+	vsched_kvm_detach(h.kv);
+	close(fd);
+	free(run);
+}
+#endif
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bql_recipe_stops_halted_vcpus),
 		cmocka_unit_test(test_kick_does_not_end_block_post_does),
+#ifdef VSCHED_TEST_KVM
+		cmocka_unit_test(test_kvm_halt_exit_request),
+#endif
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
