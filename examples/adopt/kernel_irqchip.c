@@ -125,6 +125,8 @@ static int vm_init(void)
 	if (vm_fd < 0)
 		return fail("KVM_CREATE_VM");
 	run_size = ioctl(kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (run_size < 0)
+		return fail("KVM_GET_VCPU_MMAP_SIZE");
 	(void)ioctl(vm_fd, KVM_SET_TSS_ADDR, 0xfffbd000ul);
 	if (ioctl(vm_fd, KVM_CREATE_IRQCHIP, 0) != 0)
 		return fail("KVM_CREATE_IRQCHIP");
@@ -137,6 +139,8 @@ static int vm_init(void)
 		return fail("KVM_SET_USER_MEMORY_REGION");
 	build_guest();
 	cpuid = calloc(1, sizeof(*cpuid) + nent * sizeof(struct kvm_cpuid_entry2));
+	if (!cpuid)
+		return fail("calloc");
 	cpuid->nent = nent;
 	if (ioctl(kvm_fd, KVM_GET_SUPPORTED_CPUID, cpuid) != 0)
 		return fail("KVM_GET_SUPPORTED_CPUID");
@@ -182,6 +186,28 @@ static int vcpu_init(unsigned i)
 			return fail("KVM_SET_MP_STATE");
 	}
 	return 0;
+}
+
+/* Everything vm_init() and vcpu_init() made, and the VMM's own stats fds
+ * (the governor reads duplicates of them: they stay the VMM's to close),
+ * once the vCPU threads are gone. */
+static void vm_fini(const int *sfds)
+{
+	for (unsigned i = 0; i < NVCPUS; i++) {
+		if (sfds && sfds[i] >= 0)
+			close(sfds[i]);
+		if (vcpus[i].run && vcpus[i].run != MAP_FAILED)
+			munmap(vcpus[i].run, (size_t)run_size);
+		if (vcpus[i].fd >= 0)
+			close(vcpus[i].fd);
+	}
+	free(cpuid);
+	if (mem && mem != MAP_FAILED)
+		munmap(mem, MEM_SIZE);
+	if (vm_fd >= 0)
+		close(vm_fd);
+	if (kvm_fd >= 0)
+		close(kvm_fd);
 }
 
 static void on_kick(int sig)
@@ -281,7 +307,7 @@ static long long attempts_with_cap(struct vsched_kvm_gov *gov, uint64_t cap)
 int main(void)
 {
 	struct sigaction sa = { .sa_handler = on_kick }; /* no SA_RESTART */
-	int fds[NVCPUS], sfds[NVCPUS], rc = vm_init();
+	int fds[NVCPUS], sfds[NVCPUS], rc;
 	struct vsched_kvm_gov_config cfg = {
 		.size = sizeof(cfg),
 		.interval_ns = 20000000,    /* a sample every 20 ms */
@@ -292,6 +318,9 @@ int main(void)
 	long long n0, n1;
 
 	setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows even if killed */
+	for (unsigned i = 0; i < NVCPUS; i++)
+		vcpus[i].fd = sfds[i] = -1; /* nothing to close yet */
+	rc = vm_init();
 	if (rc == 77) {
 		printf("kernel_irqchip: no /dev/kvm here: skipped\n");
 		return 77;
@@ -310,9 +339,13 @@ int main(void)
 	}
 	/* 1. Attach before the vCPUs run: the governor opens the stats fds. */
 	rc = vsched_kvm_gov_create(vm_fd, fds, NVCPUS, &cfg, &gov);
-	if (rc == -EOPNOTSUPP || rc == -ENOTTY || rc == -EINVAL) {
+	if (rc == -EOPNOTSUPP || rc == -ENOTTY || rc == -EINVAL ||
+	    rc == -ENODATA) {
+		/* kvmgov.h: no KVM_CAP_HALT_POLL (before 5.8), no stats fd
+		 * (before 5.14), or stats without the halt counters */
 		printf("kernel_irqchip: this kernel has no KVM_CAP_HALT_POLL or "
-		       "no binary stats (%s): skipped\n", vsched_strerror(rc));
+		       "no halt stats (%s): skipped\n", vsched_strerror(rc));
+		vm_fini(sfds);
 		return 77;
 	}
 	if (!check(rc == 0, "attach"))
@@ -368,5 +401,6 @@ int main(void)
 		pthread_join(vcpus[i].thread, NULL);
 		ok &= check(!vcpus[i].error, "vCPU ran until stopped");
 	}
+	vm_fini(sfds);
 	return ok ? 0 : 1;
 }
