@@ -33,36 +33,46 @@
  * kvm_cpu__start) keeps it and brackets its ioctl:
  *
  * @code
- *   for (;;) {
+ *   while (!my_exit_requested) {              // the flag has_event reports
  *           rc = vsched_kvm_pre_run(kv);      // service, inject, clear
  *           if (rc == VSCHED_KVM_CANCELLED)   //   immediate_exit, commit
  *                   continue;
  *           if (rc < 0)
  *                   break;
  *           my_pre_run_steps();               // nothing that can block
- *           ret = ioctl(vcpu_fd, KVM_RUN, 0);
+ *           if (my_exit_requested)            // pre_run serviced it: do not
+ *                   ret = -1, errno = EINTR;  //   enter (QEMU's kick_self)
+ *           else
+ *                   ret = ioctl(vcpu_fd, KVM_RUN, 0);
  *           rc = vsched_kvm_post_run(kv, ret < 0 ? -errno : 0);
  *           my_post_run_steps();
  *           if (rc == KVM_EXIT_HLT)
  *                   rc = vsched_kvm_halt(kv, deadline);
  *           else if (rc >= 0 && rc != VSCHED_KVM_KICKED)
  *                   my_handle_exit(rc);
- *           if (rc < 0 || my_exit_requested)  // the flag has_event reports
+ *           if (rc < 0)
  *                   break;
  *   }
  * @endcode
  *
- * **An exit request** (QEMU's cpu->exit_request, a stop) must end a halt:
+ * **An exit request** (QEMU's cpu->exit_request, a stop): the poster sets
+ * the VMM's flag, which the `has_event` host callback reports, then posts
+ * a request kind (or calls vsched_vcpu_kick()). Each part is needed:
  * vsched_kvm_halt() services requests and blocks again unless an
- * interrupt is owed, so a request whose handler only sets a flag leaves
- * the vCPU halted (until the deadline; with VSCHED_DEADLINE_NONE for
- * ever). Have the `has_event` host callback report the flag, set it in
- * the request's handler or before vsched_vcpu_kick(); the halt then
- * returns VSCHED_WAKE_EVENT.
+ * interrupt is owed, so a request alone leaves a halted vCPU halted (until
+ * the deadline; with VSCHED_DEADLINE_NONE for ever), while has_event ends
+ * the halt (VSCHED_WAKE_EVENT); a kick alone is lost on a vCPU about to
+ * enter (vsched_vcpu_kick() pairs with a block's re-check, not with an
+ * entry), while the post cancels an entry being committed
+ * (VSCHED_KVM_CANCELLED) or kicks one that was. And since pre_run's
+ * service can take that request and then commit, the loop looks at the
+ * flag after pre_run too, and then does not enter: post_run with -EINTR
+ * (VSCHED_KVM_KICKED).
  *
- * vsched_kvm_run() is exactly that loop body. Between pre_run and KVM_RUN
- * the vCPU is IN_GUEST for vsched: a poster kicks instead of waking, so the
- * VMM's steps there must not wait for anything a poster provides.
+ * vsched_kvm_run() is pre_run, KVM_RUN and post_run with no steps
+ * between. Between pre_run and KVM_RUN the vCPU is IN_GUEST for vsched: a
+ * poster kicks instead of waking, so the VMM's steps there must not wait
+ * for anything a poster provides.
  *
  * **The kick signal** is the VMM's choice (`signo`, SIGUSR1 by default,
  * QEMU's SIG_IPI). vsched installs no process-wide handler behind the

@@ -274,6 +274,63 @@ static void test_kvm_halt_exit_request(void **state)
 	close(fd);
 	free(run);
 }
+
+/*
+ * A4. kvm.h's and adopting.md's loop before this review checked the exit
+ * flag only after the exit, and adopting.md said pre_run's commit is the
+ * re-check of exit_request. But pre_run services first: an exit request
+ * posted after the loop's check and before that service is taken by it,
+ * and the commit then finds nothing pending and returns 0, so the guest
+ * would be entered and run until its next exit (for a guest that never
+ * exits, for ever). A kick alone is lost there too (OUTSIDE_GUEST: there
+ * is nothing to kick). The loop now looks at the flag after pre_run and
+ * does not enter: post_run with -EINTR. Pins both, on the /dev/null
+ * adapter.
+ */
+static void test_kvm_exit_request_after_pre_run(void **state)
+{
+	struct vsched_host_ops ops = { .has_event = exit_has_event };
+	struct vsched_vm *vm = make_vm_with(&ops, NULL);
+	struct vsched_vcpu *v;
+	struct vsched_kvm_vcpu *kv;
+	struct kvm_run *run = calloc(1, 4096);
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	(void)state;
+	assert_true(fd >= 0);
+	declare(vm, 0, "exit", 0, 0, on_exit_req, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	v = make_vcpu(vm, 0);
+	assert_int_equal(vsched_kvm_signal_install(SIGUSR1), 0);
+	assert_int_equal(vsched_kvm_attach(v, fd, run, NULL, &kv), 0);
+	atomic_store(&handler_sets_exit, false);
+	atomic_store(&handled, false);
+
+	/* The loop's check said no; then the poster sets the flag and posts. */
+	atomic_store(&exit_flag, true);
+	assert_int_equal(vsched_post(v, 0), 0);
+	assert_int_equal(vsched_kvm_pre_run(kv), 0); /* serviced, committed */
+	assert_true(atomic_load(&handled));
+	assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_IN_GUEST);
+	/* The loop's second look: do not enter. */
+	assert_true(atomic_load(&exit_flag));
+	assert_int_equal(vsched_kvm_post_run(kv, -EINTR), VSCHED_KVM_KICKED);
+	assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_OUTSIDE_GUEST);
+
+	/* A kick alone, before pre_run: nothing cancels the entry. */
+	assert_int_equal(vsched_vcpu_kick(v), 0);
+	assert_int_equal(vsched_kvm_pre_run(kv), 0);
+	assert_int_equal(vsched_kvm_post_run(kv, -EINTR), VSCHED_KVM_KICKED);
+	/* A post alone, with no service between: the commit cancels. */
+	assert_int_equal(vsched_post(v, 0), 0);
+	assert_int_equal(vsched_vcpu_enter(v), VSCHED_ENTRY_CANCELLED);
+
+	atomic_store(&exit_flag, false);
+	vsched_vm_destroy(vm);
+	vsched_kvm_detach(kv);
+	close(fd);
+	free(run);
+}
 #endif
 
 int main(void)
@@ -284,6 +341,7 @@ int main(void)
 		cmocka_unit_test(test_unikernel_io_loop_ends_on_failed_wait),
 #ifdef VSCHED_TEST_KVM
 		cmocka_unit_test(test_kvm_halt_exit_request),
+		cmocka_unit_test(test_kvm_exit_request_after_pre_run),
 #endif
 	};
 
