@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The adoption review's reproducers (helper-adoptrev): the recipes of
+ * The adoption review's reproducers (session 18): the recipes of
  * doc/adopting.md (examples/adopt/) used as a VMM author who copies them
  * would use them. Each test names the recipe or doc text it holds to the
  * API's real semantics. Timeouts here are hang guards only.
