@@ -345,14 +345,22 @@ static void explain_exit(struct vcpu *c, const struct kvm_vcpu_state *v)
 
 /* The run loop's body as a VMM that owns KVM_RUN writes it: vsched's
  * pre_run (service, inject, clear immediate_exit, commit), the ioctl,
- * vsched's post_run. vsched_kvm_run() is the same three steps. */
+ * vsched's post_run. vsched_kvm_run() is the same three steps, plus the
+ * stop flag looked at after the commit (<vsched/kvm.h>, "An exit
+ * request"): a vmm_stop() that came after the run loop's own look
+ * posted K_STOP to a vCPU outside the guest, pre_run's service took it
+ * and the commit found nothing pending, and the kick that followed came
+ * before the commit, so a guest that never exits by itself would run on.
+ * The commit's barrier pairs with the post's: either this load sees the
+ * flag, or the post saw IN_GUEST and kicked KVM_RUN out. */
 static void kvm_run(struct vcpu *c, struct vexit *e)
 {
 	struct kvm_vcpu_state *v = c->be;
 	int rc = vsched_kvm_pre_run(v->kv);
 
 	if (rc == 0) {
-		int ret = ioctl(v->fd, KVM_RUN, 0);
+		int ret = atomic_load(&c->m->stop) ? (errno = EINTR, -1)
+						   : ioctl(v->fd, KVM_RUN, 0);
 
 		rc = vsched_kvm_post_run(v->kv, ret < 0 ? -errno : 0);
 	}

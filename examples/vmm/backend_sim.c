@@ -264,6 +264,14 @@ static void sim_run(struct vcpu *c, struct vexit *e)
 		e->err = rc;
 		return;
 	}
+	/* The stop flag after the commit, as kvm_run() looks at it: a stop
+	 * whose K_STOP this service took must not enter a guest that only a
+	 * kick would end. */
+	if (atomic_load(&c->m->stop)) {
+		vsched_vcpu_exit(c->vs);
+		e->kind = EXIT_AGAIN;
+		return;
+	}
 	if (!s->started) {
 		getcontext(&s->guest);
 		s->guest.uc_stack.ss_sp = s->stack;
