@@ -150,9 +150,14 @@ int main(void)
 	for (unsigned n = 0; n < ITERS; n++) {
 		for (unsigned i = 0; i < NVCPUS; i++) {
 			pthread_mutex_lock(&bql);
-			vsched_post(cpus[i].vs, K_IRQ);
-			atomic_fetch_add(&cpus[i].irqs_raised, 1);
+			rc = vsched_post(cpus[i].vs, K_IRQ);
+			if (rc == 0)
+				atomic_fetch_add(&cpus[i].irqs_raised, 1);
 			pthread_mutex_unlock(&bql);
+			if (rc != 0) {
+				fprintf(stderr, "bql: raise: %s\n", vsched_strerror(rc));
+				return 1;
+			}
 		}
 		for (unsigned i = 0; i < NVCPUS; i++) {
 			unsigned taken;
