@@ -111,6 +111,7 @@ struct vsched_vm *make_vm(uint64_t poll_ns, struct vsched_vcpu **v, unsigned nvc
 struct pp {
 	long iters;
 	int futex; /* raw baseline kind */
+	long peer_sleeps; /* the peer thread's voluntary context switches */
 	struct vsched_vcpu *v[2];
 	_Alignas(64) _Atomic uint32_t a;
 	_Alignas(64) _Atomic uint32_t b;

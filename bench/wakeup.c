@@ -2,23 +2,46 @@
 /*
  * wakeup: polled round trip between two vCPU threads (post, the peer's poll
  * sees it, services, posts back) against a raw cache-line ping-pong; blocked
- * round trip (futex path) against a raw futex ping-pong; then the
+ * round trip (futex path) against a raw futex ping-pong and against a raw
+ * futex handoff (the same sleep and wake protocol written by hand); then the
  * distribution of each, round trip by round trip. Two threads on the two
- * cores.
+ * cores. The blocked rows also count the sleeps a round trip makes (both
+ * threads' voluntary context switches): a futex ping-pong whose wake
+ * syscall outlasts the peer's answer finds the word changed and never
+ * sleeps, so its time says how often each side slept as much as what a
+ * sleep costs.
  */
+#define _GNU_SOURCE
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 
 #include "arch/arch.h"
 
+/* This thread's voluntary context switches so far: a futex sleep is one. */
+static long sleeps_now(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_THREAD, &ru);
+	return ru.ru_nvcsw;
+}
+
+/* Sleeps per round trip of the last ping-pong, both threads. */
+static double pp_sleeps;
+
 static void *raw_peer(void *arg)
 {
 	struct pp *p = arg;
 	pin(1);
+	long sl0 = sleeps_now();
 	for (uint32_t i = 1; i <= (uint32_t)p->iters; i++) {
 		uint32_t x;
 		while ((x = atomic_load_explicit(&p->a, memory_order_acquire)) != i)
@@ -30,6 +53,7 @@ static void *raw_peer(void *arg)
 		if (p->futex)
 			fwake(&p->b);
 	}
+	p->peer_sleeps = sleeps_now() - sl0;
 	return NULL;
 }
 
@@ -46,6 +70,7 @@ static double raw_pingpong(long iters, int futex)
 	p.futex = futex;
 	pthread_create(&t, NULL, raw_peer, &p);
 	pin(0);
+	long sl0 = sleeps_now();
 	uint64_t t0 = now_ns();
 	for (uint32_t i = 1; i <= (uint32_t)iters; i++) {
 		uint32_t x;
@@ -62,7 +87,82 @@ static double raw_pingpong(long iters, int futex)
 			pp_lat[i - 1] = now_ns() - s0;
 	}
 	uint64_t t1 = now_ns();
+	long sl1 = sleeps_now();
 	pthread_join(t, NULL);
+	pp_sleeps = (double)(sl1 - sl0 + p.peer_sleeps) / iters;
+	return (double)(t1 - t0) / iters;
+}
+
+/* The raw futex handoff: what a hypervisor writes by hand for a thread
+ * that sleeps until a peer hands it work, with nothing of vsched's (no
+ * request table, modes, policy or counters). Per thread a pending flag and
+ * a state word: the sleeper says SLEEPING, looks at its flag again (the
+ * Dekker pair with the poster's flag store and state exchange) and sleeps
+ * on the state word with the futex call vsched's default sleep makes
+ * (FUTEX_WAIT_BITSET to an absolute deadline: one the kernel never
+ * reaches); the poster sets the flag and wakes only a SLEEPING thread. */
+struct handoff {
+	long iters;
+	long peer_sleeps;
+	struct {
+		_Alignas(64) _Atomic uint32_t pending;
+		_Atomic uint32_t state; /* 1: SLEEPING */
+	} side[2];
+};
+
+static void handoff_post(struct handoff *h, int to)
+{
+	atomic_store(&h->side[to].pending, 1);
+	if (atomic_exchange(&h->side[to].state, 0) == 1)
+		syscall(SYS_futex, &h->side[to].state, FUTEX_WAKE_PRIVATE, 1, NULL,
+			NULL, 0);
+}
+
+static void handoff_wait(struct handoff *h, int me)
+{
+	const struct timespec never = { .tv_sec = 1L << 40 };
+	while (!atomic_exchange(&h->side[me].pending, 0)) {
+		atomic_store(&h->side[me].state, 1);
+		if (atomic_exchange(&h->side[me].pending, 0)) {
+			atomic_store(&h->side[me].state, 0);
+			return;
+		}
+		syscall(SYS_futex, &h->side[me].state, FUTEX_WAIT_BITSET_PRIVATE, 1,
+			&never, NULL, FUTEX_BITSET_MATCH_ANY);
+	}
+}
+
+static void *handoff_peer(void *arg)
+{
+	struct handoff *h = arg;
+	pin(1);
+	long sl0 = sleeps_now();
+	for (long i = 0; i < h->iters; i++) {
+		handoff_wait(h, 1);
+		handoff_post(h, 0);
+	}
+	h->peer_sleeps = sleeps_now() - sl0;
+	return NULL;
+}
+
+static double raw_handoff(long iters)
+{
+	static struct handoff h;
+	pthread_t t;
+	memset(&h, 0, sizeof(h));
+	h.iters = iters;
+	pthread_create(&t, NULL, handoff_peer, &h);
+	pin(0);
+	long sl0 = sleeps_now();
+	uint64_t t0 = now_ns();
+	for (long i = 0; i < iters; i++) {
+		handoff_post(&h, 1);
+		handoff_wait(&h, 0);
+	}
+	uint64_t t1 = now_ns();
+	long sl1 = sleeps_now();
+	pthread_join(t, NULL);
+	pp_sleeps = (double)(sl1 - sl0 + h.peer_sleeps) / iters;
 	return (double)(t1 - t0) / iters;
 }
 
@@ -70,6 +170,7 @@ void *vs_peer(void *arg)
 {
 	struct pp *p = arg;
 	pin(1);
+	long sl0 = sleeps_now();
 	for (long i = 0; i < p->iters; i++) {
 		while (vsched_vcpu_block(p->v[1], VSCHED_DEADLINE_NONE) !=
 		       VSCHED_WAKE_REQUEST)
@@ -77,6 +178,7 @@ void *vs_peer(void *arg)
 		vsched_service(p->v[1]);
 		vsched_post(p->v[0], K_A);
 	}
+	p->peer_sleeps = sleeps_now() - sl0;
 	return NULL;
 }
 
@@ -89,6 +191,7 @@ double vs_pingpong(long iters, uint64_t poll_ns)
 	struct vsched_vm *vm = make_vm(poll_ns, p.v, 2, NULL);
 	pthread_create(&t, NULL, vs_peer, &p);
 	pin(0);
+	long sl0 = sleeps_now();
 	uint64_t t0 = now_ns();
 	for (long i = 0; i < iters; i++) {
 		uint64_t s0 = pp_lat ? now_ns() : 0;
@@ -101,8 +204,10 @@ double vs_pingpong(long iters, uint64_t poll_ns)
 			pp_lat[i] = now_ns() - s0;
 	}
 	uint64_t t1 = now_ns();
+	long sl1 = sleeps_now();
 	pthread_join(t, NULL);
 	vsched_vm_destroy(vm);
+	pp_sleeps = (double)(sl1 - sl0 + p.peer_sleeps) / iters;
 	return (double)(t1 - t0) / iters;
 }
 
@@ -110,7 +215,8 @@ static int run_wakeup(void)
 {
 	const long polled = opt_quick ? 50000 : 200000;
 	const long blocked = opt_quick ? 2000 : 10000;
-	double a[MAX_RUNS], b[MAX_RUNS], c[MAX_RUNS], d[MAX_RUNS];
+	double a[MAX_RUNS], b[MAX_RUNS], c[MAX_RUNS], d[MAX_RUNS], e[MAX_RUNS];
+	double cs[MAX_RUNS], ds[MAX_RUNS], es[MAX_RUNS]; /* sleeps per round trip */
 
 	for (int r = 0; r < opt_runs; r++) {
 		/* Alternate the order so drift hits both sides alike. */
@@ -121,16 +227,31 @@ static int run_wakeup(void)
 			a[r] = vs_pingpong(polled, 1000000000ull);
 			b[r] = raw_pingpong(polled, 0);
 		}
-		if (r % 2) {
-			d[r] = raw_pingpong(blocked, 1);
-			c[r] = vs_pingpong(blocked, 0);
-		} else {
-			c[r] = vs_pingpong(blocked, 0);
-			d[r] = raw_pingpong(blocked, 1);
+		/* The three blocked ones in a rotating order. */
+		for (int k = 0; k < 3; k++) {
+			switch ((r + k) % 3) {
+			case 0:
+				c[r] = vs_pingpong(blocked, 0);
+				cs[r] = pp_sleeps;
+				break;
+			case 1:
+				d[r] = raw_pingpong(blocked, 1);
+				ds[r] = pp_sleeps;
+				break;
+			default:
+				e[r] = raw_handoff(blocked);
+				es[r] = pp_sleeps;
+				break;
+			}
 		}
 	}
 	report("wakeup", "polled_round_trip", "ns", "raw_spin_pingpong", a, b, opt_runs);
 	report("wakeup", "blocked_round_trip", "ns", "raw_futex_pingpong", c, d, opt_runs);
+	report("wakeup", "blocked_round_trip", "ns", "raw_futex_handoff", c, e, opt_runs);
+	report("wakeup", "blocked_sleeps_per_round_trip", "count", "raw_futex_pingpong", cs, ds,
+	       opt_runs);
+	report("wakeup", "blocked_sleeps_per_round_trip", "count", "raw_futex_handoff", cs, es,
+	       opt_runs);
 
 	/* Distributions: one timed run of each, round trip by round trip. */
 	static const double q[] = { 0.10, 0.50, 0.90, 0.99, 0.999 };
