@@ -81,4 +81,15 @@ case "$arch" in ppc64le)
 		fi
 	done ;;
 esac
+# x86-64: the barrier after the post's RMW must stop only the compiler, in
+# a way that keeps the flags: an empty asm clobbers them, and the inline
+# post then copies the old bit out of `lock bts`'s carry (setb, movzbl,
+# test) instead of branching on it (3 of its 11 instructions).
+case "$arch" in x86_64)
+	if [ -n "$inl" ] && [ "$depth" -eq 0 ] &&
+	   body hot_post | grep -Eq '[[:space:]]set(b|c|nae)[[:space:]]'; then
+		echo "FAIL: hot_post copies the RMW's carry out (setb) instead of branching on it"
+		status=1
+	fi ;;
+esac
 exit $status

@@ -26,8 +26,11 @@ static inline void vsched__mb(void)
 static inline void vsched__mb_after_rmw(void)
 {
 	/* The locked RMW before this already ordered everything; stop only
-	 * the compiler. */
-	__asm__ __volatile__("" ::: "memory");
+	 * the compiler. Not an empty asm: GCC takes every x86 asm to clobber
+	 * the flags, so the RMW's carry (a post's `lock bts`, tested for the
+	 * old bit) could not be branched on and was copied out with setb,
+	 * movzbl and test (3 instructions more per inline post). */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 }
 
 #define VSCHED__HAVE_TIMEBASE 1
