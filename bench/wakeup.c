@@ -282,7 +282,7 @@ static int run_wakeup(void)
 
 const struct bench bench_wakeup = {
 	.name = "wakeup",
-	.desc = "polled and blocked round trips against raw ping-pongs",
+	.desc = "polled and blocked round trips against raw ping-pongs and a futex handoff",
 	.run = run_wakeup,
 	.in_all = true,
 };
