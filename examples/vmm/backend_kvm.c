@@ -345,9 +345,10 @@ static void explain_exit(struct vcpu *c, const struct kvm_vcpu_state *v)
 
 /* The run loop's body as a VMM that owns KVM_RUN writes it: vsched's
  * pre_run (service, inject, clear immediate_exit, commit), the ioctl,
- * vsched's post_run. vsched_kvm_run() is the same three steps, plus the
- * stop flag looked at after the commit (<vsched/kvm.h>, "An exit
- * request"): a vmm_stop() that came after the run loop's own look
+ * vsched's post_run: vsched_kvm_run()'s three steps, and between them
+ * the stop flag looked at after the commit (<vsched/kvm.h>, "An exit
+ * request"), which vsched_kvm_run() has no place for: a vmm_stop() that
+ * came after the run loop's own look
  * posted K_STOP to a vCPU outside the guest, pre_run's service took it
  * and the commit found nothing pending, and the kick that followed came
  * before the commit, so a guest that never exits by itself would run on.
