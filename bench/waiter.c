@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * waiter: a guest-ring consumer (a VMM's virtio I/O thread) under two load
- * shapes, as three consumers: the vsched waiter (adaptive policy), the loop
+ * waiter: a guest-ring consumer (a VMM's virtio I/O thread) under three load
+ * shapes, as three consumers: the vsched waiter (created with no policy: its
+ * default, the waiter profile, vsched_poll_defaults_waiter()), the loop
  * small VMMs hand-write (spin 4096 pauses, then arm needs-kick and sleep),
  * and the same loop with its spin removed (sleep at once).
  *
@@ -9,6 +10,11 @@
  *   last packet was consumed, thinks 10 us (busy, as a vCPU that stays in
  *   the guest), then posts the next: the next kick lands inside a poll
  *   window. Polling should pay here: latency is what counts.
+ * - mid: the next packet comes 100 us after the last was consumed (a timed
+ *   sleep: ~100-200 us with the producer's timer slack), past the waiter
+ *   profile's 32 us cap and inside a vCPU's 200 us one: polling at a
+ *   vCPU's rule would win every wait and burn the gap; the waiter should
+ *   cost about what the loop without a spin costs.
  * - late: the next packet comes 1 ms after the last was consumed, long after
  *   any window. Polling cannot pay: CPU is what counts, and the adaptive
  *   waiter should cost no more than not spinning at all.
@@ -96,7 +102,7 @@ static double ring_run(int mode, long packets, uint64_t think_ns, bool busy,
 	r.busy_think = busy;
 	ring_seen = 0;
 	if (mode == RING_VSCHED) {
-		struct vsched_vm_config cfg = { .size = sizeof(cfg) }; /* adaptive */
+		struct vsched_vm_config cfg = { .size = sizeof(cfg) };
 		if (vsched_vm_create(&cfg, &vm) || vsched_waiter_create(vm, ring_cond, &r, &r.w))
 			abort();
 	}
@@ -147,11 +153,12 @@ static int run_waiter(void)
 		long packets, quick_packets;
 	} shapes[] = {
 		{ "reqresp", 10000, true, 5000, 1000 },
+		{ "mid", 100000, false, 2000, 400 },
 		{ "late", 1000000, false, 500, 100 },
 	};
 	static const char *const base_name[] = { "", "spin4096_then_sleep", "no_spin" };
 
-	for (unsigned sh = 0; sh < 2; sh++) {
+	for (unsigned sh = 0; sh < sizeof(shapes) / sizeof(shapes[0]); sh++) {
 		long packets = opt_quick ? shapes[sh].quick_packets : shapes[sh].packets;
 		double cpu[3][MAX_RUNS], lat[3][MAX_RUNS];
 		char m[64];

@@ -146,7 +146,8 @@ struct vsched__sleeper {
 	/* The owner is inside the engine (also where its word says
 	 * OUTSIDE_GUEST: its hooks, the first look, the accounting). */
 	_Atomic bool in_engine;
-	/* Its own poll policy (NULL: the VM's), RCU-protected as the VM's;
+	/* Its own poll policy (NULL: its default, the VM's for a vCPU and
+	 * the waiter profile for a waiter), RCU-protected as the VM's;
 	 * own_gen is bumped by each vsched__sleeper_set_poll(). */
 	struct vsched__poll_cfg *_Atomic own_poll;
 	_Atomic uint64_t own_gen;
@@ -166,6 +167,9 @@ struct vsched__sleeper {
 	uint64_t poll_gen;          /* the VM's generation of `params` */
 	uint64_t own_gen_seen;      /* own_gen when `params` was taken */
 	bool own_params;            /* `params` is the sleeper's own policy */
+	bool waiter_profile;        /* set at creation: a waiter's default is
+				     * vsched_poll_defaults_waiter(ADAPTIVE),
+				     * not the VM's policy */
 	/* The learnt lateness of timed sleeps (lib/sleep.c), by mechanism
 	 * (LATE_FUTEX, LATE_EPOLL) and class of time left. */
 	struct vsched__late late[2][VSCHED__LATE_CLASSES];
@@ -324,7 +328,7 @@ void vsched__sleeper_fini(struct vsched__sleeper *s);
 int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 			   uint64_t tag);
 int vsched__sleeper_fd_del(struct vsched__sleeper *s, int fd);
-/* Give the sleeper its own poll policy (p NULL: the VM's again). Any
+/* Give the sleeper its own poll policy (p NULL: its default again). Any
  * thread; the same RCU scheme as vsched__poll_install(). */
 int vsched__sleeper_set_poll(struct vsched__sleeper *s,
 			     const struct vsched_poll_params *p);

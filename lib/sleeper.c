@@ -105,9 +105,11 @@ static void contention_params(struct vsched__sleeper *s)
 }
 
 /*
- * Take the policy in force: the sleeper's own when it has one, else the
- * VM's. Its state restarts when the policy changed: the sleeper's own was
- * set or cleared, or the VM's changed while the sleeper follows it. Each
+ * Take the policy in force: the sleeper's own when it has one, else its
+ * default: the waiter profile for a waiter (which no VM policy changes),
+ * the VM's for a vCPU. Its state restarts when the policy changed: the
+ * sleeper's own was set or cleared, it took its default for the first
+ * time, or the VM's changed while the sleeper follows it. Each
  * pointer is read after its generation (acquire), which its installer bumps
  * after publishing the pointer: a reader that saw a generation finds that
  * policy or a newer one, and a newer one bumps the generation again.
@@ -124,7 +126,13 @@ void vsched__refresh_policy(struct vsched__sleeper *s, uint64_t vg, uint64_t og)
 		VSCHED__TSAN_RELEASE(own);
 	}
 	urcu_bp_read_unlock();
-	if (!own) {
+	if (!own && s->waiter_profile) {
+		/* vg is the VM's generation, kept only so that the caller's
+		 * check stops calling this until the VM's policy changes;
+		 * s->poll_gen is 0 before the first refresh only. */
+		vsched_poll_defaults_waiter(VSCHED_POLL_ADAPTIVE, &cfg.p);
+		restart = restart || s->own_params || !s->poll_gen;
+	} else if (!own) {
 		vsched__poll_read(s->vm, &cfg);
 		restart = restart || s->own_params || cfg.gen != s->poll_gen;
 		vg = cfg.gen;

@@ -41,6 +41,7 @@ int vsched_waiter_create_ex(struct vsched_vm *vm,
 	w->hooks.w = w;
 	atomic_init(&w->state, VSCHED_MODE_OUTSIDE_GUEST);
 	vsched__sleeper_init(&w->sl, vm, &w->state);
+	w->sl.waiter_profile = true; /* an I/O thread's, not a vCPU's */
 	if (c.poll && (rc = vsched__sleeper_set_poll(&w->sl, c.poll))) {
 		vsched__sleeper_fini(&w->sl);
 		vsched__free(&vm->alloc, w, sizeof(*w));

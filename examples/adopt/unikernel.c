@@ -199,12 +199,11 @@ static int io_serve(struct vsched_vm *vm, struct vsched_waiter *w,
 static int run_io_recipe(void)
 {
 	struct ring r = { .ioeventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC) };
-	struct vsched_poll_params io;
 	struct vsched_waiter_config cfg = {
 		.size = sizeof(cfg), .cond = ring_has_work, .arg = &r,
 		.before_sleep = arm_notify, .after_sleep = disarm_notify,
 		.hook_arg = &r,
-		.poll = &io, /* the I/O thread's profile, not a vCPU's */
+		/* no .poll: a waiter's default, the I/O thread's profile */
 	};
 	struct vsched_waiter *w;
 	struct vsched_vm *vm;
@@ -216,8 +215,7 @@ static int run_io_recipe(void)
 	/* The ioeventfd is a doorbell: the guest writes it only while the
 	 * thread sleeps (needs_kick armed), so the poll window never checks
 	 * it and vsched never reads it (nor do we: doc/adopting.md). */
-	if ((rc = vsched_poll_defaults_waiter(VSCHED_POLL_ADAPTIVE, &io)) ||
-	    (rc = vsched_vm_create(NULL, &vm)) || (rc = vsched_request_finalize(vm, 0)) ||
+	if ((rc = vsched_vm_create(NULL, &vm)) || (rc = vsched_request_finalize(vm, 0)) ||
 	    (rc = vsched_waiter_create_ex(vm, &cfg, &w)) ||
 	    (rc = vsched_waiter_fd_add(w, r.ioeventfd,
 				       EPOLLIN | VSCHED_FD_DOORBELL, 0)))

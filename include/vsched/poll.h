@@ -269,9 +269,11 @@ VSCHED_API int vsched_poll_defaults(unsigned policy, uint64_t max_ns,
  * sleeping wakeup (an I/O thread is mostly woken through a doorbell,
  * which the engine cannot time: an eventfd or futex wake of a thread that
  * slept briefly, measured 7-14 us on the machines here). ADAPTIVE
- * takes that rule as its incumbent (cpu_budget_pct). Give them to an I/O
- * thread's waiter (vsched_waiter_config.poll; doc/adopting.md); a waiter
- * given none follows its VM's policy, a vCPU's.
+ * takes that rule as its incumbent (cpu_budget_pct). With
+ * VSCHED_POLL_ADAPTIVE they are the policy of a waiter given none (until
+ * 0.3 such a waiter followed its VM's policy, a vCPU's); change a field
+ * and give them to a waiter (vsched_waiter_config.poll; doc/adopting.md)
+ * to tune one.
  * @return 0 or VSCHED_EINVAL (NULL, unknown policy). Any thread. Added in
  * 0.3.
  */
@@ -305,8 +307,10 @@ VSCHED_API int vsched_poll_update(const struct vsched_poll_params *p,
 				  bool valid);
 
 /**
- * Set a VM's policy. Takes effect at each vCPU's next halt, while vCPUs
- * run, poll and block; per-vCPU state restarts. The old parameters are freed
+ * Set a VM's policy, the one its vCPUs follow (a waiter has its own, by
+ * default the waiter profile: vsched_poll_defaults_waiter()). Takes effect
+ * at each vCPU's next halt, while vCPUs run, poll and block; per-vCPU
+ * state restarts. The old parameters are freed
  * after an RCU grace period.
  * @return 0, VSCHED_EINVAL (NULL, bad size or policy, or a field out of its
  * range: decay_shift above 15, spin_pct above 100, cpu_budget_pct above

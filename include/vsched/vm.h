@@ -118,8 +118,9 @@ struct vsched_vm_config {
 	/** Allocator, copied at creation; NULL selects the default. */
 	const struct vsched_allocator *alloc;
 	/**
-	 * Initial poll policy, copied; NULL selects VSCHED_POLL_ADAPTIVE with
-	 * the arch's maximum window (x86: 200 us). See vsched_vm_set_poll().
+	 * Initial poll policy of its vCPUs, copied; NULL selects
+	 * VSCHED_POLL_ADAPTIVE with the arch's maximum window (x86: 200 us).
+	 * Its waiters do not follow it. See vsched_vm_set_poll().
 	 */
 	const struct vsched_poll_params *poll;
 	/** Returned by vsched_vm_user(). */

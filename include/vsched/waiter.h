@@ -63,13 +63,18 @@ struct vsched_waiter_config {
 	vsched_waiter_hook_fn after_sleep;
 	/** The hooks' argument. */
 	void *hook_arg;
-	/** The waiter's own poll policy, copied (NULL: the VM's). See
-	 * vsched_waiter_set_poll(). */
+	/** The waiter's own poll policy, copied (NULL: the waiter profile,
+	 * vsched_poll_defaults_waiter() with VSCHED_POLL_ADAPTIVE, whatever
+	 * the VM's policy). See vsched_waiter_set_poll(). */
 	const struct vsched_poll_params *poll;
 };
 
 /**
- * Create a waiter that uses `vm`'s poll policy, host ops and allocator.
+ * Create a waiter that uses `vm`'s host ops and allocator, and the waiter
+ * profile as its poll policy (vsched_poll_defaults_waiter() with
+ * VSCHED_POLL_ADAPTIVE: QEMU's 32 us cap and rule as its incumbent), not
+ * the VM's, which is its vCPUs'. Changed in 0.3: a waiter followed its
+ * VM's policy.
  * @return 0, VSCHED_EINVAL or VSCHED_ENOMEM. Context: any thread.
  */
 VSCHED_API int vsched_waiter_create(struct vsched_vm *vm, vsched_cond_fn cond,
@@ -87,7 +92,8 @@ VSCHED_API int vsched_waiter_create_ex(struct vsched_vm *vm,
 
 /**
  * Give the waiter its own poll policy and window (`p` copied), or with
- * `p` NULL make it follow the VM's policy again. Takes effect at its next
+ * `p` NULL give it its default again, the waiter profile (never the VM's
+ * policy, which is its vCPUs'). Takes effect at its next
  * wait, also while it waits now; its policy state restarts. The old
  * parameters are freed after an RCU grace period, as vsched_vm_set_poll()
  * does. @return 0, VSCHED_EINVAL or VSCHED_ENOMEM.

@@ -132,7 +132,29 @@ static inline struct vsched_vcpu *vm_req_vcpu(const struct vsched_host_ops *ops,
 	return make_vcpu(*vm, 0);
 }
 
-/* A waiter on a fresh VM with `cond` and the needs-kick hooks. */
+/* make_vm()'s parameters (0: never poll; otherwise a fixed window). */
+static inline struct vsched_poll_params fixed_or_none(uint64_t poll_ns)
+{
+	struct vsched_poll_params pp;
+	vsched_poll_defaults(poll_ns ? VSCHED_POLL_FIXED : VSCHED_POLL_NONE, poll_ns, &pp);
+	return pp;
+}
+
+/* A waiter with make_vm()'s policy as its own: a waiter given none takes
+ * the waiter profile, whatever its VM's. */
+static inline struct vsched_waiter *waiter_with(struct vsched_vm *vm, vsched_cond_fn cond,
+						void *arg, uint64_t poll_ns)
+{
+	struct vsched_poll_params pp = fixed_or_none(poll_ns);
+	struct vsched_waiter_config c = { .size = sizeof(c), .cond = cond, .arg = arg, .poll = &pp };
+	struct vsched_waiter *w;
+
+	assert_int_equal(vsched_waiter_create_ex(vm, &c, &w), 0);
+	return w;
+}
+
+/* A waiter on a fresh VM with `cond` and the needs-kick hooks; neither
+ * polls. */
 static inline struct vsched_waiter *hooked_waiter(struct vsched_vm **vm, bool (*cond)(void *),
 					   void (*before)(struct vsched_waiter *, void *),
 					   void (*after)(struct vsched_waiter *, void *))
@@ -140,8 +162,10 @@ static inline struct vsched_waiter *hooked_waiter(struct vsched_vm **vm, bool (*
 	struct vsched_waiter_config c = {
 		.size = sizeof(c), .cond = cond, .before_sleep = before, .after_sleep = after,
 	};
+	struct vsched_poll_params none = fixed_or_none(0);
 	struct vsched_waiter *w;
 
+	c.poll = &none;
 	*vm = make_vm(NULL, 0);
 	assert_int_equal(vsched_request_finalize(*vm, 0), 0);
 	assert_int_equal(vsched_waiter_create_ex(*vm, &c, &w), 0);

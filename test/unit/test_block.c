@@ -425,7 +425,7 @@ static void test_generic_waiter(void **state)
 	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);
 
-	assert_int_equal(vsched_waiter_create(vm, ring_ready, NULL, &the_waiter), 0);
+	the_waiter = waiter_with(vm, ring_ready, NULL, 2000); /* the VM's window */
 	/* No consumer armed: the producer needs no wakeup. */
 	atomic_store(&ring_has_entry, 0);
 	assert_int_equal(vsched_waiter_kick(the_waiter), 0);
@@ -642,7 +642,7 @@ static void test_failed_first_fd_add(void **state)
 
 		/* Generic waiter: the same with a kick. */
 		struct vsched_waiter *w;
-		assert_int_equal(vsched_waiter_create(vm, counting_cond, NULL, &w), 0);
+		w = waiter_with(vm, counting_cond, NULL, 0);
 		assert_true(vsched_waiter_fd_add(w, bad, EPOLLIN, 1) < 0);
 		atomic_store(&cond_calls, 0);
 		atomic_store(&cond_flag, 0);
@@ -824,7 +824,7 @@ static void test_check_once_reports_fds(void **state)
 	assert_int_equal(res.nready, 0);
 
 	/* The same for a waiter. */
-	assert_int_equal(vsched_waiter_create(vm, never, NULL, &w), 0);
+	w = waiter_with(vm, never, NULL, 0);
 	assert_int_equal(vsched_waiter_fd_add(w, b, EPOLLIN, 5), 0);
 	assert_int_equal(vsched_waiter_wait(w, 0, &res), VSCHED_WAKE_DEADLINE);
 	assert_int_equal(write(b, &(uint64_t){ 1 }, 8), 8);
@@ -1168,10 +1168,11 @@ static void test_waiter_hooks(void **state)
 	struct vsched_waiter *w;
 	(void)state;
 	struct vsched_vm *vm = make_vm(&ops, 2000);
+	struct vsched_poll_params pp = fixed_or_none(2000);
 	struct vsched_waiter_config c = { .size = sizeof(c), .cond = w_cond,
 					  .before_sleep = w_before,
 					  .after_sleep = w_after,
-					  .hook_arg = &wcond };
+					  .hook_arg = &wcond, .poll = &pp };
 	assert_int_equal(vsched_waiter_create_ex(vm, &c, &w), 0);
 	hooked_w = w;
 
@@ -1247,7 +1248,12 @@ static void test_own_poll_policy(void **state)
 	assert_int_equal(vsched_vcpu_set_poll(r.v, NULL), 0);
 	assert_int_equal(vsched_vcpu_block_ex(r.v, r.h.now + 100000, &res), VSCHED_WAKE_DEADLINE);
 	assert_int_equal(res.window_ns, 0);
-	/* A waiter: its own from creation, then the VM's. */
+	/* A waiter: its own from creation, then with NULL its default, the
+	 * waiter profile (a fresh ADAPTIVE history: no window yet), never the
+	 * VM's (a 50 us window again). */
+	struct vsched_poll_params fifty;
+	vsched_poll_defaults(VSCHED_POLL_FIXED, 50000, &fifty);
+	assert_int_equal(vsched_vm_set_poll(r.vm, &fifty), 0);
 	struct vsched_waiter_config c = { .size = sizeof(c), .cond = never, .poll = &fixed };
 	assert_int_equal(vsched_waiter_create_ex(r.vm, &c, &w), 0);
 	assert_int_equal(vsched_waiter_wait(w, r.h.now + 100000, &res), VSCHED_WAKE_DEADLINE);
@@ -1255,6 +1261,8 @@ static void test_own_poll_policy(void **state)
 	assert_int_equal(vsched_waiter_set_poll(w, NULL), 0);
 	assert_int_equal(vsched_waiter_wait(w, r.h.now + 100000, &res), VSCHED_WAKE_DEADLINE);
 	assert_int_equal(res.window_ns, 0);
+	assert_int_equal(vsched_vcpu_block_ex(r.v, r.h.now + 100000, &res), VSCHED_WAKE_DEADLINE);
+	assert_int_equal(res.window_ns, 50000); /* the vCPU follows the VM's */
 	/* Bad input. */
 	fixed.policy = 99;
 	assert_int_equal(vsched_vcpu_set_poll(r.v, &fixed), VSCHED_EINVAL);
@@ -1262,6 +1270,83 @@ static void test_own_poll_policy(void **state)
 	assert_int_equal(vsched_vcpu_set_poll(NULL, NULL), VSCHED_EINVAL);
 	assert_int_equal(vsched_waiter_set_poll(NULL, NULL), VSCHED_EINVAL);
 	vsched_waiter_destroy(w);
+	vsched_vm_destroy(r.vm);
+}
+
+/* A waiter's default policy, driven by a fake clock: the condition comes
+ * true `gap_ns` after each wait starts, whether the waiter polls or sleeps
+ * (its sleep returns then). */
+static struct fake_host *dp_h;
+static struct vsched_waiter *dp_w;
+static uint64_t dp_due;
+static bool dp_cond(void *arg)
+{
+	(void)arg;
+	return dp_h->now >= dp_due;
+}
+static int dp_wait(struct fake_host *h, uint32_t *w, uint32_t exp, uint64_t dl)
+{
+	(void)w, (void)exp, (void)dl;
+	if (h->now < dp_due)
+		h->now = dp_due;
+	assert_int_equal(vsched_waiter_kick(dp_w), 1); /* the producer's */
+	return 0;
+}
+
+/* The windows of `n` waits on a waiter given `pp` (NULL: none of its own),
+ * each woken `gap_ns` after it starts; returns the largest. */
+static uint64_t dp_run(struct rig *r, const struct vsched_poll_params *pp,
+		       uint64_t gap_ns, unsigned n, uint64_t *windows)
+{
+	struct vsched_waiter_config c = { .size = sizeof(c), .cond = dp_cond, .poll = pp };
+	struct vsched_block_result res = { .size = sizeof(res) };
+	struct vsched_waiter *w;
+	uint64_t most = 0;
+
+	assert_int_equal(vsched_waiter_create_ex(r->vm, &c, &w), 0);
+	dp_w = w;
+	for (unsigned i = 0; i < n; i++) {
+		dp_due = r->h.now + gap_ns;
+		assert_int_equal(vsched_waiter_wait(w, VSCHED_DEADLINE_NONE, &res),
+				 VSCHED_WAKE_REQUEST);
+		windows[i] = res.window_ns;
+		if (res.window_ns > most)
+			most = res.window_ns;
+	}
+	assert_int_equal(vsched_waiter_destroy(w), 0);
+	return most;
+}
+
+/* Issue 23: a waiter given no policy takes the waiter profile (QEMU's
+ * 32 us cap and grow/shrink rule as ADAPTIVE's incumbent), not its VM's
+ * vCPU policy, which at 80 us gaps polls a KVM-grown 160 us window on
+ * every wait. The windows depend on the CPU the engine measures its
+ * (fake) sleeps at, so only the profile's cap is asserted, not a
+ * sequence: that holds under valgrind too. */
+static void test_waiter_default_profile(void **state)
+{
+	struct rig r;
+	struct vsched_poll_params vcpu, fixed;
+	uint64_t win[64];
+	(void)state;
+
+	rig_up(&r, VSCHED_POLL_FIXED, 50000);
+	dp_h = &r.h;
+	r.h.on_wait = dp_wait;
+	vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 200000, &vcpu);
+	for (uint64_t gap = 5000; gap <= 80000; gap *= 4) {
+		assert_true(dp_run(&r, NULL, gap, 64, win) <= VSCHED_POLL_WAITER_MAX_NS);
+		assert_int_equal(win[0], 0); /* a fresh history; not the VM's 50 us */
+	}
+	/* The same history on a waiter given the vCPU profile polls past the
+	 * waiter's cap: the gaps tell the two apart. */
+	if (dp_run(&r, &vcpu, 80000, 64, win) <= VSCHED_POLL_WAITER_MAX_NS)
+		fail_msg("the vCPU profile polled no more than the waiter's cap at 80 us "
+			 "gaps: the test did not test it");
+	/* A VM policy changes nothing for it either. */
+	vsched_poll_defaults(VSCHED_POLL_FIXED, 100000, &fixed);
+	assert_int_equal(vsched_vm_set_poll(r.vm, &fixed), 0);
+	assert_true(dp_run(&r, NULL, 80000, 16, win) <= VSCHED_POLL_WAITER_MAX_NS);
 	vsched_vm_destroy(r.vm);
 }
 
@@ -1673,6 +1758,7 @@ int main(void)
 		cmocka_unit_test(test_many_fds),
 		cmocka_unit_test(test_waiter_hooks),
 		cmocka_unit_test(test_own_poll_policy),
+		cmocka_unit_test(test_waiter_default_profile),
 		cmocka_unit_test(test_wait_error_is_reported),
 		cmocka_unit_test(test_wake_cost_timed),
 		cmocka_unit_test(test_policy_learns_every_halt),

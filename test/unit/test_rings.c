@@ -159,6 +159,7 @@ static void lost_ring_run(bool doorbell)
 	struct vsched_waiter_config c = {
 		.size = sizeof(c), .cond = lr_cond,
 		.before_sleep = lr_before, .after_sleep = lr_after,
+		.poll = &pp, /* the VM's: a waiter does not follow it */
 	};
 	assert_int_equal(vsched_waiter_create_ex(vm, &c, &lr_w), 0);
 	int bell = eventfd(0, EFD_NONBLOCK), plain = eventfd(0, EFD_NONBLOCK);
@@ -308,7 +309,8 @@ static void test_look_consumes_ring(void **state)
 	pp.spin_pct = 100; /* every timer wakeup spins, then looks */
 	struct vsched_vm *vm = make_vm_with(&ops, &pp);
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);
-	assert_int_equal(vsched_waiter_create(vm, look_ready, NULL, &dl_w), 0);
+	struct vsched_waiter_config c = { .size = sizeof(c), .cond = look_ready, .poll = &pp };
+	assert_int_equal(vsched_waiter_create_ex(vm, &c, &dl_w), 0);
 	int bell = eventfd(0, EFD_NONBLOCK);
 	int plain = eventfd(0, EFD_NONBLOCK);
 	assert_int_equal(vsched_waiter_fd_add(dl_w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
@@ -669,7 +671,7 @@ static void test_doorbell_readable_at_add(void **state)
 	struct vsched_vm *vm = make_vm(NULL, 0);
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);
 	atomic_store(&cc_flag, 0);
-	assert_int_equal(vsched_waiter_create(vm, cc_cond, NULL, &w), 0);
+	w = waiter_with(vm, cc_cond, NULL, 0);
 	int bell = eventfd(5, EFD_NONBLOCK);
 	assert_int_equal(vsched_waiter_fd_add(w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
 	wait_false_cond(w, "eventfd readable at fd_add");
@@ -760,13 +762,14 @@ static void test_shared_doorbell(void **state)
 	pthread_t t[2];
 	(void)state;
 	struct vsched_vm *vm = make_vm(NULL, 0);
+	struct vsched_poll_params none = fixed_or_none(0);
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);
 	int bell = eventfd(0, EFD_NONBLOCK);
 	for (intptr_t i = 0; i < 2; i++) {
 		struct vsched_waiter_config c = {
 			.size = sizeof(c), .cond = sh_ready,
 			.before_sleep = sh_before, .after_sleep = sh_after,
-			.hook_arg = (void *)i,
+			.hook_arg = (void *)i, .poll = &none,
 		};
 		assert_int_equal(vsched_waiter_create_ex(vm, &c, &sh_w[i]), 0);
 		assert_int_equal(vsched_waiter_fd_add(sh_w[i], bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
@@ -1123,7 +1126,8 @@ static void test_look_at_deadline(void **state)
 	vm = make_vm_with(NULL, &pp);
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);
 	struct vsched_waiter *w;
-	assert_int_equal(vsched_waiter_create(vm, look_ready, NULL, &w), 0);
+	struct vsched_waiter_config wc = { .size = sizeof(wc), .cond = look_ready, .poll = &pp };
+	assert_int_equal(vsched_waiter_create_ex(vm, &wc, &w), 0);
 	int bell = eventfd(0, EFD_NONBLOCK), plain = eventfd(0, EFD_NONBLOCK);
 	assert_int_equal(vsched_waiter_fd_add(w, bell, EPOLLIN | VSCHED_FD_DOORBELL, 1), 0);
 	assert_int_equal(vsched_waiter_fd_add(w, plain, EPOLLIN, 7), 0);

@@ -219,7 +219,7 @@ static void test_doorbell_at_eof(void **state)
 	(void)state;
 
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-	assert_int_equal(vsched_waiter_create(vm, never, NULL, &w), 0);
+	w = waiter_with(vm, never, NULL, 0); /* quiet_vm()'s: no polling */
 	assert_int_equal(vsched_waiter_fd_add(w, sv[0], EPOLLIN | VSCHED_FD_DOORBELL, 5), 0);
 	assert_int_equal(shutdown(sv[1], SHUT_WR), 0);
 
@@ -366,10 +366,12 @@ static void test_waiter_fds_from_hook(void **state)
 		.size = sizeof(c), .cond = never, .before_sleep = hook_before_changes_fds,
 		.after_sleep = hook_before,
 	};
+	struct vsched_poll_params none = fixed_or_none(0);
 	(void)state;
 
 	hook_fd = eventfd(0, EFD_NONBLOCK);
 	assert_true(hook_fd >= 0);
+	c.poll = &none; /* quiet_vm()'s */
 	assert_int_equal(vsched_waiter_create_ex(vm, &c, &w), 0);
 	assert_int_equal(vsched_waiter_wait(w, mono() + 1000000, NULL), VSCHED_WAKE_DEADLINE);
 	assert_int_equal(hook_add_rc, VSCHED_ESTATE);
@@ -957,7 +959,7 @@ static void test_zero_length_datagram_rings(void **state)
 	(void)state;
 
 	assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, sv), 0);
-	assert_int_equal(vsched_waiter_create(vm, never, NULL, &w), 0);
+	w = waiter_with(vm, never, NULL, 0); /* quiet_vm()'s: no polling */
 	assert_int_equal(vsched_waiter_fd_add(w, sv[0], EPOLLIN | VSCHED_FD_DOORBELL, 5), 0);
 	assert_int_equal(send(sv[1], "", 0, 0), 0);
 	int rc = vsched_waiter_wait(w, mono() + WAIT_NS, &res);
