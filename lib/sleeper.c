@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A sleeper's life (init, fini) and the poll policy in force: its own, or
- * its VM's, refreshed under RCU when either changes (lib/sleeper.h).
+ * its default (a vCPU's VM's, a waiter's profile), refreshed under RCU when
+ * it changes (lib/sleeper.h).
  */
 #define _GNU_SOURCE /* secure_getenv */
 #include <urcu/urcu-bp.h>

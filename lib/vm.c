@@ -97,8 +97,9 @@ int vsched_vm_destroy(struct vsched_vm *vm)
 
 	if (!vm)
 		return VSCHED_EINVAL;
-	/* A waiter keeps using its VM (its allocator, host ops and poll
-	 * policy) until vsched_waiter_destroy(): refused, nothing freed.
+	/* A waiter keeps using its VM (its allocator and host ops; its
+	 * engine reads the VM's poll generation) until
+	 * vsched_waiter_destroy(): refused, nothing freed.
 	 * Acquire: pairs with that destroy's release of the count. */
 	if (atomic_load_explicit(&vm->nwaiters, memory_order_acquire))
 		return VSCHED_ESTATE;

@@ -8,8 +8,9 @@
  * then arms "needs kick" (state BLOCKED), full barrier, re-checks, sleeps.
  * Producer: make the condition true (publish the ring entry), then
  * vsched_waiter_kick(): full barrier, and a wakeup only if "needs kick" was
- * armed. With the VM's adaptive policy, a waiter whose producer is slow stops
- * polling instead of spinning a fixed count before every sleep.
+ * armed. With its default policy (the waiter profile: adaptive, against
+ * QEMU's AioContext rule), a waiter whose producer is slow stops polling
+ * instead of spinning a fixed count before every sleep.
  */
 #ifndef VSCHED_WAITER_H
 #define VSCHED_WAITER_H

@@ -2690,6 +2690,10 @@ static void run_input(const uint8_t *data, size_t size)
 		struct vsched_waiter_config wc = { .size = sizeof(wc), .cond = waiter_cond,
 						   .arg = o };
 		o->is_waiter = true;
+		/* h1 bit 6: the VM's policy as the waiter's own; else none,
+		 * the waiter profile (a waiter does not follow the VM's). */
+		if ((h1 >> 6) & 1)
+			wc.poll = &pp;
 		if (hooks) {
 			wc.before_sleep = before_sleep;
 			wc.after_sleep = after_sleep;
@@ -2697,7 +2701,8 @@ static void run_input(const uint8_t *data, size_t size)
 		}
 		if (vsched_waiter_create_ex(vm, &wc, &o->w))
 			fail("[E1] waiter_create");
-		describe("waiter (object %u): consumer T%d\n", nvcpus, o->owner);
+		describe("waiter (object %u): consumer T%d, policy %s\n", nvcpus, o->owner,
+			 wc.poll ? "the VM's, as its own" : "the waiter profile");
 	}
 	misuse_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	misuse_wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

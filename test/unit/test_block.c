@@ -1293,17 +1293,14 @@ static int dp_wait(struct fake_host *h, uint32_t *w, uint32_t exp, uint64_t dl)
 	return 0;
 }
 
-/* The windows of `n` waits on a waiter given `pp` (NULL: none of its own),
- * each woken `gap_ns` after it starts; returns the largest. */
-static uint64_t dp_run(struct rig *r, const struct vsched_poll_params *pp,
-		       uint64_t gap_ns, unsigned n, uint64_t *windows)
+/* The windows of `n` waits on waiter `w`, each woken `gap_ns` after it
+ * starts; returns the largest. */
+static uint64_t dp_waits(struct rig *r, struct vsched_waiter *w, uint64_t gap_ns,
+			 unsigned n, uint64_t *windows)
 {
-	struct vsched_waiter_config c = { .size = sizeof(c), .cond = dp_cond, .poll = pp };
 	struct vsched_block_result res = { .size = sizeof(res) };
-	struct vsched_waiter *w;
 	uint64_t most = 0;
 
-	assert_int_equal(vsched_waiter_create_ex(r->vm, &c, &w), 0);
 	dp_w = w;
 	for (unsigned i = 0; i < n; i++) {
 		dp_due = r->h.now + gap_ns;
@@ -1313,6 +1310,19 @@ static uint64_t dp_run(struct rig *r, const struct vsched_poll_params *pp,
 		if (res.window_ns > most)
 			most = res.window_ns;
 	}
+	return most;
+}
+
+/* The same on a fresh waiter given `pp` (NULL: none of its own). */
+static uint64_t dp_run(struct rig *r, const struct vsched_poll_params *pp,
+		       uint64_t gap_ns, unsigned n, uint64_t *windows)
+{
+	struct vsched_waiter_config c = { .size = sizeof(c), .cond = dp_cond, .poll = pp };
+	struct vsched_waiter *w;
+	uint64_t most;
+
+	assert_int_equal(vsched_waiter_create_ex(r->vm, &c, &w), 0);
+	most = dp_waits(r, w, gap_ns, n, windows);
 	assert_int_equal(vsched_waiter_destroy(w), 0);
 	return most;
 }
@@ -1321,12 +1331,14 @@ static uint64_t dp_run(struct rig *r, const struct vsched_poll_params *pp,
  * 32 us cap and grow/shrink rule as ADAPTIVE's incumbent), not its VM's
  * vCPU policy, which at 80 us gaps polls a KVM-grown 160 us window on
  * every wait. The windows depend on the CPU the engine measures its
- * (fake) sleeps at, so only the profile's cap is asserted, not a
- * sequence: that holds under valgrind too. */
+ * (fake) sleeps at, so what is asserted holds whatever that is (under
+ * valgrind too): the profile's cap, a fresh history's first window of 0,
+ * and at 5 us gaps, which any of the policies catches, a window. */
 static void test_waiter_default_profile(void **state)
 {
 	struct rig r;
 	struct vsched_poll_params vcpu, fixed;
+	struct vsched_waiter *w;
 	uint64_t win[64];
 	(void)state;
 
@@ -1335,18 +1347,31 @@ static void test_waiter_default_profile(void **state)
 	r.h.on_wait = dp_wait;
 	vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 200000, &vcpu);
 	for (uint64_t gap = 5000; gap <= 80000; gap *= 4) {
-		assert_true(dp_run(&r, NULL, gap, 64, win) <= VSCHED_POLL_WAITER_MAX_NS);
+		uint64_t most = dp_run(&r, NULL, gap, 64, win);
+		assert_true(most <= VSCHED_POLL_WAITER_MAX_NS);
 		assert_int_equal(win[0], 0); /* a fresh history; not the VM's 50 us */
+		if (gap == 5000)
+			assert_true(win[63] > 0); /* it has a policy that polls */
 	}
 	/* The same history on a waiter given the vCPU profile polls past the
 	 * waiter's cap: the gaps tell the two apart. */
 	if (dp_run(&r, &vcpu, 80000, 64, win) <= VSCHED_POLL_WAITER_MAX_NS)
 		fail_msg("the vCPU profile polled no more than the waiter's cap at 80 us "
 			 "gaps: the test did not test it");
-	/* A VM policy changes nothing for it either. */
+	/* A VM policy that changes while a waiter lives changes nothing for
+	 * it: its history goes on (no restart: the window it had), and
+	 * never the VM's 100 us window. */
+	struct vsched_waiter_config c = { .size = sizeof(c), .cond = dp_cond };
+	assert_int_equal(vsched_waiter_create_ex(r.vm, &c, &w), 0);
+	dp_waits(&r, w, 5000, 64, win);
+	uint64_t had = win[63];
+	assert_true(had > 0);
 	vsched_poll_defaults(VSCHED_POLL_FIXED, 100000, &fixed);
 	assert_int_equal(vsched_vm_set_poll(r.vm, &fixed), 0);
-	assert_true(dp_run(&r, NULL, 80000, 16, win) <= VSCHED_POLL_WAITER_MAX_NS);
+	dp_waits(&r, w, 5000, 1, win);
+	assert_int_equal(win[0], had);
+	assert_true(dp_waits(&r, w, 80000, 16, win) <= VSCHED_POLL_WAITER_MAX_NS);
+	assert_int_equal(vsched_waiter_destroy(w), 0);
 	vsched_vm_destroy(r.vm);
 }
 

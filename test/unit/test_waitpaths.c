@@ -321,6 +321,7 @@ static void test_waiter_destroy_from_hook(void **state)
 
 	vsched_poll_defaults(VSCHED_POLL_NONE, 0, &pp);
 	cfg.poll = &pp;
+	c.poll = &pp; /* the waiter's own: it does not follow the VM's */
 	assert_int_equal(vsched_vm_create(&cfg, &vm), 0);
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);
 	assert_int_equal(vsched_waiter_create_ex(vm, &c, &hook_w), 0);
