@@ -74,8 +74,8 @@ struct vsched_waiter_config {
  * Create a waiter that uses `vm`'s host ops and allocator, and the waiter
  * profile as its poll policy (vsched_poll_defaults_waiter() with
  * VSCHED_POLL_ADAPTIVE: QEMU's 32 us cap and rule as its incumbent), not
- * the VM's, which is its vCPUs'. Changed in 0.3: a waiter followed its
- * VM's policy.
+ * the VM's, which is its vCPUs' (changed in 0.3: until then a waiter
+ * followed its VM's policy).
  * @return 0, VSCHED_EINVAL or VSCHED_ENOMEM. Context: any thread.
  */
 VSCHED_API int vsched_waiter_create(struct vsched_vm *vm, vsched_cond_fn cond,
