@@ -88,13 +88,19 @@ static inline struct vsched_vm *make_vm_with(const struct vsched_host_ops *ops,
 	return vm;
 }
 
+/* A VM's or waiter's test policy (0: never poll; otherwise a fixed window). */
+static inline struct vsched_poll_params fixed_or_none(uint64_t poll_ns)
+{
+	struct vsched_poll_params pp;
+	vsched_poll_defaults(poll_ns ? VSCHED_POLL_FIXED : VSCHED_POLL_NONE, poll_ns, &pp);
+	return pp;
+}
+
+/* make_vm_with() with fixed_or_none(poll_ns). */
 static inline struct vsched_vm *make_vm(const struct vsched_host_ops *ops,
 					uint64_t poll_ns)
 {
-	struct vsched_poll_params pp;
-	/* 0: never poll; otherwise a fixed window. */
-	vsched_poll_defaults(poll_ns ? VSCHED_POLL_FIXED : VSCHED_POLL_NONE,
-			     poll_ns, &pp);
+	struct vsched_poll_params pp = fixed_or_none(poll_ns);
 	return make_vm_with(ops, &pp);
 }
 
@@ -130,14 +136,6 @@ static inline struct vsched_vcpu *vm_req_vcpu(const struct vsched_host_ops *ops,
 	declare(*vm, kind, "req", 1, 0, NULL, NULL, 0);
 	assert_int_equal(vsched_request_finalize(*vm, 0), 0);
 	return make_vcpu(*vm, 0);
-}
-
-/* make_vm()'s parameters (0: never poll; otherwise a fixed window). */
-static inline struct vsched_poll_params fixed_or_none(uint64_t poll_ns)
-{
-	struct vsched_poll_params pp;
-	vsched_poll_defaults(poll_ns ? VSCHED_POLL_FIXED : VSCHED_POLL_NONE, poll_ns, &pp);
-	return pp;
 }
 
 /* A waiter with make_vm()'s policy as its own: a waiter given none takes
