@@ -7,12 +7,14 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -333,22 +335,46 @@ static void emit(const char *trace, const char *pol, const char *metric,
 					       .ratio_prec = 3 });
 }
 
-/* Every .txt of bench/traces/, by name, unless --trace gave files, then the
- * generated families (unless --trace or --files-only; --family PREFIX: only
- * those, no files); loads them into tr[] and returns how many loaded. */
+/* The shipped traces' directory: VSCHED_TRACE_REL from this executable's
+ * own directory (installed: BINDIR/../share/vsched/traces; a build tree
+ * has a copy at the same place relative to bench/vsched-bench), into buf. */
+static const char *trace_dir(char *buf, size_t len)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+
+	if (n <= 0)
+		return NULL;
+	exe[n] = 0;
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return NULL;
+	*slash = 0;
+	if ((size_t)snprintf(buf, len, "%s/%s", exe, VSCHED_TRACE_REL) >= len)
+		return NULL;
+	return buf;
+}
+
+/* Every .txt of the shipped traces (bench/traces/ in the source), by name,
+ * unless --trace gave files, then the generated families (unless --trace or
+ * --files-only; --family PREFIX: only those, no files); loads them into
+ * tr[] and returns how many loaded. */
 static int load_traces(struct trace *tr)
 {
 	int ntr = 0, explicit_files = ntrace_files > 0;
 
 	if (!ntrace_files && !opt_family) {
-		DIR *dir = opendir(VSCHED_TRACE_DIR);
+		char tdir[PATH_MAX];
+		const char *td = trace_dir(tdir, sizeof(tdir));
+		DIR *dir = td ? opendir(td) : NULL;
 		struct dirent *e;
-		static char paths[MAX_TRACES][512];
+		static char paths[MAX_TRACES][PATH_MAX + 320]; /* dir, '/', d_name */
 		while (dir && (e = readdir(dir)) && ntrace_files < MAX_TRACES) {
 			size_t len = strlen(e->d_name);
 			if (len > 4 && !strcmp(e->d_name + len - 4, ".txt")) {
 				snprintf(paths[ntrace_files], sizeof(paths[0]), "%s/%s",
-					 VSCHED_TRACE_DIR, e->d_name);
+					 td, e->d_name);
 				trace_files[ntrace_files] = paths[ntrace_files];
 				ntrace_files++;
 			}

@@ -3,7 +3,7 @@
 # Section 3 man pages for vsched's public functions, one page a function,
 # written from the doc comment above each declaration in the headers.
 #
-#   gen-man3.pl [--version V] [--date D] [--check] OUTDIR HEADER...
+#   gen-man3.pl [--version V] [--date D] [--docdir D] [--check] OUTDIR HEADER...
 #
 # A public function is a VSCHED_API declaration, or a documented static
 # inline one, whose name starts with vsched_ but not vsched__ (those are
@@ -19,22 +19,34 @@
 # is not stated; --check writes no page and prints the gaps, one line a
 # function, for test/install/check-man.sh to compare with doc/man/gaps.txt.
 # A public function without a doc comment is an error (exit 1).
+#
+# Each public type (a struct or enum defined in a header, a function
+# pointer typedef) gets a page too, NAME.3type (section 3type, as the
+# Linux man-pages project files types): its definition as the header has
+# it, members' comments included, its doc comment, and SEE ALSO the
+# functions that take it or name it or its constants; a function's page
+# names the types it takes the same way.
+#
+# --docdir D: where README.md, the guides (doc/*.md) and the adoption
+# examples (examples/adopt/*.c, in D/examples) are installed; a page whose
+# text names one of them, or a source file (lib/...), says so in NOTES.
 # Only perl-base is used (Essential on Debian).
 use strict;
 use warnings;
 
-my ($version, $date, $check) = ('', '', 0);
+my ($version, $date, $check, $docdir) = ('', '', 0, '');
 while (@ARGV && $ARGV[0] =~ /^--/) {
 	my $o = shift @ARGV;
 	if ($o eq '--version') { $version = shift @ARGV; }
 	elsif ($o eq '--date') { $date = shift @ARGV; }
 	elsif ($o eq '--check') { $check = 1; }
+	elsif ($o eq '--docdir') { $docdir = shift @ARGV; }
 	else { die "gen-man3.pl: unknown option $o\n"; }
 }
-my $out = shift @ARGV or die "usage: gen-man3.pl [--version V] [--date D] [--check] OUTDIR HEADER...\n";
+my $out = shift @ARGV or die "usage: gen-man3.pl [--version V] [--date D] [--docdir D] [--check] OUTDIR HEADER...\n";
 my @headers = @ARGV or die "gen-man3.pl: no header given\n";
 
-my (@funcs, $errors, @fallbacks);
+my (@funcs, @types, $errors, @fallbacks, %filedoc, %maps);
 $errors = 0;
 
 # Read one header: every documented public function, in order.
@@ -45,6 +57,23 @@ sub parse_header {
 	open my $fh, '<', $path or die "$path: $!\n";
 	my @lines = <$fh>;
 	close $fh;
+	# X-macro maps (#define VSCHED_..._MAP(X) X(NAME, value, "text") ...):
+	# what a type's definition expands them to, for its page.
+	my $all = join('', @lines);
+	my ($eown) = $all =~ /^#define VSCHED__EOWN (\d+)/m;
+	while ($all =~ /^#define (VSCHED_\w+_MAP)\(X\)((?:.*\\\n)*.*)$/mg) {
+		my ($map, $body) = ($1, $2);
+		$body =~ s/\\\n/ /g;
+		my @e;
+		while ($body =~ /X\((\w+),\s*((?:[^,(]|\([^)]*\))+),\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\)/g) {
+			my ($n, $v, $t) = ($1, $2, $3);
+			$t =~ s/"\s*"//g;
+			$t =~ s/^"|"$//g;
+			$v =~ s/^-\(VSCHED__EOWN \+ (\d+)\)$/'-' . ($eown + $1)/e if defined $eown;
+			push @e, [$n, $v, $t];
+		}
+		$maps{$map} = \@e;
+	}
 	my ($doc, $cond) = (undef, 0);
 	for (my $i = 0; $i < @lines; $i++) {
 		my $l = $lines[$i];
@@ -67,12 +96,34 @@ sub parse_header {
 			}
 			my $joined = join("\n", @c);
 			if ($joined =~ /\@cond\b/) { $cond = 1; $doc = undef; next; }
+			if ($joined =~ s/^\s*\@file\s+\S+\s*\n?//) {
+				$joined =~ s/^\s*\@brief\s+//;
+				$filedoc{$hdr} = $joined;
+				$doc = undef;
+				next;
+			}
 			$doc = $joined;
 			next;
 		}
 		if ($l =~ m{\@endcond}) { $cond = 0; $doc = undef; next; }
 		next if $cond;
 		next if $l =~ /^\s*$/ || $l =~ /^\s*#/;
+		# A public type: a struct or enum definition (to its "};"), or a
+		# function pointer typedef (to its ";"), as the header has it.
+		if ($l =~ /^(?:struct|enum) (vsched_[a-z0-9]\w*) \{/ ||
+		    $l =~ /^typedef\b.*\(\*(vsched_[a-z0-9]\w*)\)/) {
+			my $name = $1;
+			my $end = $l =~ /^typedef/ ? qr/;\s*$/ : qr/^\};/;
+			my @def = ($l);
+			while ($def[-1] !~ $end && ++$i < @lines) {
+				push @def, $lines[$i];
+			}
+			chomp @def;
+			push @types, { name => $name, def => \@def, doc => $doc, header => $hdr }
+				unless grep { $_->{name} eq $name } @types;
+			$doc = undef;
+			next;
+		}
 		if ($l =~ /^\s*(VSCHED_API\s|static inline\s)/) {
 			my $decl = $l;
 			while ($decl !~ /[;{]/ && ++$i < @lines) {
@@ -205,6 +256,46 @@ sub split_doc {
 	return \%r;
 }
 
+# The types a text names: by name, or by one of an enum's constants.
+my %tconst; # constant -> type
+for my $t (@types) {
+	for my $l (@{ $t->{def} }) {
+		$tconst{$1} = $t->{name} if $l =~ /^\s*(VSCHED_[A-Z0-9_]+)\s*[=,]/;
+		if ($l =~ /^\s*(VSCHED_\w+_MAP)\(/ && $maps{$1}) {
+			$tconst{"VSCHED_$_->[0]"} = $t->{name} for @{ $maps{$1} };
+		}
+	}
+}
+my %istype = map { $_->{name} => 1 } @types;
+sub types_named {
+	my ($text, $self) = @_;
+	my %t;
+	$t{$1} = 1 while $text =~ /\b(vsched_[a-z0-9]\w*)\b/g;
+	my %r = map { $_ => 1 } grep { $istype{$_} } keys %t;
+	while ($text =~ /\b(VSCHED_[A-Z0-9_]+)\b/g) {
+		$r{$tconst{$1}} = 1 if $tconst{$1};
+	}
+	delete $r{$self} if defined $self;
+	return sort keys %r;
+}
+
+# NOTES for a page whose text names README.md, a guide, an example or a
+# source file.
+sub notes {
+	my ($text) = @_;
+	my @n;
+	if ($docdir ne '' && $text =~ m{\b(?:doc/[\w-]+\.md|README\.md)}) {
+		push @n, "Names such as \\fIdoc/adopting.md\\fR are files of the vsched source tree: README.md and the guides (doc/*.md) are installed in \\fI$docdir\\fR.";
+	}
+	if ($docdir ne '' && $text =~ m{\bexamples/}) {
+		push @n, "The adoption examples (the source tree's \\fIexamples/adopt\\fR) are installed in \\fI$docdir/examples\\fR.";
+	}
+	if ($text =~ m{\blib/[\w/]+\.[ch]\b}) {
+		push @n, "Names under \\fIlib/\\fR are source files of the library (the vsched source tree).";
+	}
+	return @n ? ('.SH NOTES', join("\n.PP\n", @n)) : ();
+}
+
 my %byheader;
 push @{ $byheader{$_->{header}} }, $_->{name} for @funcs;
 
@@ -266,16 +357,88 @@ sub page {
 		$see{$ref} = 1 if $have{$ref} && $ref ne $name;
 	}
 	$see{$_} = 1 for grep { $_ ne $name } @{ $byheader{$f->{header}} };
-	my @see = sort keys %see;
-	push @p, '.SH SEE ALSO', join(",\n", map { ".BR $_ (3)" } @see) if @see;
+	my @see = ((map { ".BR $_ (3type)" } types_named("$f->{decl}\n$f->{doc}")),
+		   map { ".BR $_ (3)" } sort keys %see);
+	push @p, notes($f->{doc});
+	push @p, '.SH SEE ALSO', join(",\n", @see) if @see;
+	return join("\n", @p) . "\n";
+}
+
+# A type's page: its definition as the header has it (an X-macro map
+# expanded), its doc comment, the functions that take it or name it.
+sub type_page {
+	my ($t) = @_;
+	my $name = $t->{name};
+	my $kvm = $t->{header} =~ m{^vsched/kvm(?:gov)?\.h$};
+	my $lib = $kvm ? 'vsched-kvm' : 'vsched';
+	my (@def, $mapped);
+	for my $l (@{ $t->{def} }) {
+		next if $l =~ /^#(?:define|undef) VSCHED__/;
+		if ($l =~ /^(\s*)(VSCHED_\w+_MAP)\(/ && $maps{$2}) {
+			my $ind = $1;
+			$mapped = 1;
+			push @def, map { "${ind}VSCHED_$_->[0] = $_->[1], /* $_->[2] */" } @{ $maps{$2} };
+			next;
+		}
+		push @def, $l;
+	}
+	my $doc = $t->{doc} // '';
+	# An X-macro's codes: the header's own account of them too.
+	$doc .= "\n\n" . $filedoc{$t->{header}} if $mapped && $filedoc{$t->{header}};
+	my $kind = $t->{def}[0] =~ /^(struct|enum)/ ? "$1 $name" : $name;
+	(my $brief = (sentences($doc))[0] // '') =~ s/\s+/ /g;
+	$brief =~ s/^ //;
+	$brief =~ s/\.$//;
+	$brief = "the $kind of <$t->{header}>" if $brief eq '';
+	$brief =~ s/^(.{10,}?)(?: \(|: ).*/$1/ if length($brief) > 70;
+	$brief = inline($brief);
+	$brief =~ s/\\f[BIR]//g;
+	my @p;
+	push @p, ".\\\" Generated by doc/man/gen-man3.pl from <$t->{header}>: edit the header.";
+	push @p, ".TH " . uc($name) . " 3type \"$date\" \"vsched $version\" \"vsched Library Functions\"";
+	push @p, '.nh', '.ad l';
+	push @p, '.SH NAME', "$name \\- $brief";
+	push @p, '.SH LIBRARY';
+	push @p, "vsched (\\fIlib$lib\\fR, \\fB\\-l$lib\\fR; \\fBpkg\\-config \\-\\-cflags \\-\\-libs $lib\\fR)";
+	push @p, '.SH SYNOPSIS', '.nf', ".B #include <$t->{header}>", '.PP';
+	for my $l (@def) {
+		(my $c = $l) =~ s/\\/\\e/g;
+		$c =~ s/-/\\-/g;
+		$c =~ s/\t/        /g;
+		$c =~ s/^([.'])/\\&$1/;
+		push @p, $c;
+	}
+	push @p, '.fi';
+	push @p, '.SH DESCRIPTION';
+	push @p, $doc =~ /\S/ ? body($doc) : ();
+	push @p, '.PP' if $doc =~ /\S/;
+	push @p, "The members' and constants' comments are in the synopsis above.";
+	my (%fn, %ty);
+	for my $f (@funcs) {
+		$fn{$f->{name}} = 1 if grep { $_ eq $name } types_named($f->{decl});
+	}
+	# Functions that name it in their text, unless that is most of them
+	# (every function names some error code).
+	my @named = grep { my $f = $_; grep { $_ eq $name } types_named($f->{doc}) } @funcs;
+	if (@named <= 12) { $fn{$_->{name}} = 1 for @named; }
+	for my $o (@types) {
+		next if $o->{name} eq $name;
+		$ty{$o->{name}} = 1 if grep { $_ eq $name } types_named(join("\n", @{ $o->{def} }));
+	}
+	$ty{$_} = 1 for types_named(join("\n", @{ $t->{def} }), $name);
+	$fn{$_} = 1 for grep { $have{$_} } $doc =~ /\b(vsched_\w+)\(\)/g;
+	my @see = ((map { ".BR $_ (3type)" } sort keys %ty), map { ".BR $_ (3)" } sort keys %fn);
+	push @p, notes(join("\n", $doc, @def));
+	push @p, '.SH SEE ALSO', join(",\n", @see) if @see;
 	return join("\n", @p) . "\n";
 }
 
 my @pages;
 for my $f (@funcs) {
 	my $d = split_doc($f);
-	push @pages, [$f->{name}, page($f, $d)];
+	push @pages, ["$f->{name}.3", page($f, $d)];
 }
+push @pages, ["$_->{name}.3type", type_page($_)] for @types;
 if ($check) {
 	# The gaps (sorted), for test/install/check-man.sh to compare with
 	# doc/man/gaps.txt; the short forms taken as return value, on stderr.
@@ -284,15 +447,17 @@ if ($check) {
 		for sort { $a->{name} cmp $b->{name} } grep { $_->{gaps} } @funcs;
 	printf STDERR "%d public functions, %d with a gap, %d errors\n",
 		scalar @funcs, scalar(grep { $_->{gaps} } @funcs), $errors;
+	print STDERR "type: $_->{name}\n" for @types;
 	exit($errors ? 1 : 0);
 }
 exit 1 if $errors;
 mkdir $out unless -d $out;
 for my $p (@pages) {
-	my $file = "$out/$p->[0].3";
+	my $file = "$out/$p->[0]";
 	open my $fh, '>', "$file.tmp" or die "$file: $!\n";
 	print $fh $p->[1];
 	close $fh or die "$file: $!\n";
 	rename "$file.tmp", $file or die "$file: $!\n";
 }
-printf "gen-man3.pl: %d pages in %s\n", scalar @pages, $out;
+printf "gen-man3.pl: %d pages in %s (%d functions, %d types)\n", scalar @pages, $out,
+	scalar @funcs, scalar @types;

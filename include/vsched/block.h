@@ -340,7 +340,8 @@ VSCHED_API int vsched_vcpu_fd_del(struct vsched_vcpu *vcpu, int fd);
  * vsched_*_set_poll()), and a timer service's wake-up enters one: a thread
  * that runs under a seccomp filter allowing only the wait paths' syscalls
  * calls this before the filter is installed. Nothing else needs it: no
- * timer slack is read (block.h, above). @return 0. Any thread.
+ * timer slack is read (a timed sleep measures its lateness instead: see
+ * vsched_vcpu_block_ex()). @return 0. Any thread.
  */
 VSCHED_API int vsched_thread_init(void);
 

@@ -61,8 +61,11 @@ extern "C" {
 	  "request table: the may-raise relation has a cycle")                    \
 	X(EORDER, -(VSCHED__EOWN + 4),                                             \
 	  "request table: a handler may raise a kind serviced before its own")    \
-	X(EDESTROYED, -(VSCHED__EOWN + 5), "vCPU has been destroyed")            \
-	X(ESTATE, -(VSCHED__EOWN + 6), "call not valid in the vCPU's current mode") \
+	X(EDESTROYED, -(VSCHED__EOWN + 5),                                         \
+	  "the object (vCPU, waiter) has been destroyed")                         \
+	X(ESTATE, -(VSCHED__EOWN + 6),                                             \
+	  "call not valid in its object's current state (a vCPU's mode, a waiter " \
+	  "or timer service in use, a VM with live waiters)")                      \
 	X(ELIMIT, -(VSCHED__EOWN + 7),                                             \
 	  "a documented limit is reached (vCPU id >= max_vcpus, 8 timers a vCPU)") \
 	X(ENOHANDLER, -(VSCHED__EOWN + 8),                                         \

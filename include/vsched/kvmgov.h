@@ -215,12 +215,12 @@ struct vsched_kvm_gov_stats {
  * its descriptors (once), read the first values. Changes nothing in KVM: the cap stays
  * KVM's until the first decision. The fds stay the caller's; the stats
  * fds are the governor's. With `thread`, starts the ticking thread.
- * @return 0, VSCHED_EINVAL (NULL, no vCPU or more than 4096, bad config),
- * VSCHED_ENOMEM,
- * -EOPNOTSUPP, KVM_CHECK_EXTENSION's negative errno, KVM_GET_STATS_FD's
- * errno (or fcntl's, duplicating a `stats_fds` entry), a failed pread's
- * errno, -EBADMSG (a layout that does not fit, a short read) or -ENODATA
- * (see the top of this file), or a negative errno from pthread_create.
+ * @return 0, VSCHED_EINVAL (a negative vm_fd, NULL, no vCPU or more than
+ * 4096, bad config), VSCHED_ENOMEM, -EOPNOTSUPP, KVM_CHECK_EXTENSION's
+ * negative errno, KVM_GET_STATS_FD's errno (or fcntl's, duplicating a
+ * `stats_fds` entry), a failed pread's errno, -EBADMSG (a layout that does
+ * not fit, a short read) or -ENODATA (a vCPU's stats have neither the
+ * histograms nor the sums), or a negative errno from pthread_create.
  * Context: any thread.
  */
 VSCHED_API int vsched_kvm_gov_create(int vm_fd, const int *vcpu_fds,

@@ -107,11 +107,32 @@ while read -r f; do
 done < "$tmp/api"
 echo "section 3: $npages pages, $(wc -l < "$tmp/api") exported public functions, $(wc -l < "$tmp/gaps") known gaps"
 
+# Section 3type: one page a public type (struct, enum, function pointer
+# typedef) of the headers, its .TH naming it, its definition in SYNOPSIS.
+for h in "$@"; do
+	sed -n 's/^\(struct\|enum\) \(vsched_[a-z0-9][a-z0-9_]*\) {.*/\2/p
+		s/^typedef .*(\*\(vsched_[a-z0-9][a-z0-9_]*\)).*/\1/p' "$h"
+done | sort -u > "$tmp/types"
+[ -s "$tmp/types" ] || fail "no public type found in the headers"
+sed -n 's/^type: //p' "$tmp/notes" | sort > "$tmp/typed"
+diff -u "$tmp/types" "$tmp/typed" || fail "the generator's types are not the headers' types"
+while read -r t; do
+	p=$man/man3/$t.3type
+	[ -f "$p" ] || { fail "$t has no page"; continue; }
+	grep -q "^\.TH $(echo "$t" | tr a-z A-Z) 3type " "$p" || fail "$t.3type: .TH does not name it"
+	grep -q "^\(struct\|enum\|typedef\).*$(echo "$t" | sed 's/_/\\_/g;s/\\_/_/g')" "$p" ||
+		fail "$t.3type: no definition in SYNOPSIS"
+done < "$tmp/types"
+[ "$(ls "$man"/man3/*.3type | wc -l)" = "$(wc -l < "$tmp/types")" ] ||
+	fail "$(ls "$man"/man3/*.3type | wc -l) section 3type pages for $(wc -l < "$tmp/types") public types"
+echo "section 3type: $(wc -l < "$tmp/types") pages, one a public type"
+
 # Formatting: groff's warnings, all of them, at man's 80 columns (lintian
 # reports man's as errors). One groff for all pages: man(1) per page costs
 # about a second each.
 if command -v groff >/dev/null 2>&1; then
-	w=$(groff -man -ww -z -Tutf8 -rLL=80n -Kutf8 "$man"/man1/*.1 "$man"/man3/*.3 2>&1 || echo "groff failed")
+	w=$(groff -man -ww -z -Tutf8 -rLL=80n -Kutf8 "$man"/man1/*.1 "$man"/man3/*.3 \
+		"$man"/man3/*.3type 2>&1 || echo "groff failed")
 	[ -z "$w" ] || fail "groff: $w"
 	echo "groff -ww: every page clean"
 else

@@ -51,4 +51,11 @@ if [ -f "$(dirname "$pc")/vsched-kvm.pc" ]; then
 	"$tmp/build/consumer_kvm"
 	"$tmp/build/consumer_kvm_static"
 fi
+echo "== the installed vsched-bench finds its shipped traces (from its own directory)"
+bench=$(find "$tmp/prefix" -type f -name vsched-bench | head -n1)
+LD_LIBRARY_PATH="$libdir" "$bench" --quick --runs 1 --files-only policy >"$tmp/policy"
+for t in "$src"/bench/traces/*.txt; do
+	n=$(basename "$t" .txt)
+	grep -q "^$n " "$tmp/policy" || { echo "FAIL: trace $n not replayed"; exit 1; }
+done
 echo "consumer test: OK"

@@ -322,8 +322,8 @@ static void test_kvm_queue_irq_kernel_irqchip_refused(void **state)
  * the stale kvm_run->exit_reason comes back as if KVM had exited; a value
  * below -4095 (not an errno) is returned as the call's own result, which
  * vsched_strerror() calls "unknown vsched error" or, for the right value,
- * explains as one of vsched's own conditions (VSCHED_ESTATE: "call not
- * valid in the vCPU's current mode") though the vCPU did leave guest mode.
+ * explains as one of vsched's own conditions (VSCHED_ESTATE, a call not
+ * valid in the vCPU's current mode) though the vCPU did leave guest mode.
  * Bad input must be refused with VSCHED_EINVAL and change nothing. Fix:
  * refuse a run_ret outside 0 and -4095..-1, before the entry is closed.
  */
