@@ -591,6 +591,14 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 				break;
 			r = 0;
 		}
+		/* The caller's deadline, which a request that does not wake
+		 * (VSCHED_REQ_NO_WAKEUP) may have found us asleep before: the
+		 * block returns what is pending, as at any other wakeup. */
+		if (r == VSCHED_WAKE_DEADLINE) {
+			int p = op->ready(t);
+			if (p)
+				r = p;
+		}
 		if (r) {
 			reason = r;
 			break;

@@ -258,6 +258,9 @@ struct vsched_vcpu {
 	unsigned id;
 	size_t alloc_size;
 	struct vsched_vcpu *next_dead;
+	/* 1 while a drain of the destroyed vCPU's payload queues runs
+	 * (vsched__drain_payloads()); never written before the destroy. */
+	_Atomic unsigned draining;
 	struct vsched_timer *timers[VSCHED__MAX_TIMERS];
 	unsigned ntimers;           /* under vm->lock */
 	_Atomic unsigned ntimers_pub;

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <sched.h>
 #include <string.h>
 
 #include "mode.h"
@@ -236,6 +237,47 @@ int8_t vsched__post_rank_of(const struct vsched__table *t, unsigned kind)
 	return (int8_t)r;
 }
 
+/*
+ * Hand every payload queued on a destroyed vCPU to payload_drop. Its
+ * consumers (its destroy, the VM's destroy, and a payload post that found
+ * it destroyed after queueing: vsched__post_rank()) take turns on
+ * `draining`, so the queue keeps one consumer at a time. The dequeue waits
+ * for a poster between its enqueue's tail exchange and its link (liburcu's
+ * blocking dequeue): a non-blocking one stops there, and every payload
+ * queued behind that poster's would stay until the VM's destroy.
+ */
+void vsched__drain_payloads(struct vsched_vcpu *v)
+{
+	const struct vsched__table *t = &v->vm->table;
+	const struct vsched_host_ops *ops = &v->vm->ops;
+	unsigned idle = 0;
+
+	while (!atomic_compare_exchange_weak_explicit(&v->draining, &idle, 1,
+						      memory_order_acquire,
+						      memory_order_relaxed)) {
+		idle = 0;
+		sched_yield();
+	}
+
+	for (unsigned r = 0; r < t->nkinds; r++) {
+		const struct vsched__kind *k = &t->by_rank[r];
+		struct vsched__payload_queue *q;
+		struct cds_wfcq_node *n;
+
+		if (k->payload_slot < 0)
+			continue;
+		q = &v->queues[k->payload_slot];
+		while ((n = __cds_wfcq_dequeue_blocking(&q->head, &q->tail))) {
+			VSCHED__TSAN_ACQUIRE(n);
+			if (ops->payload_drop)
+				ops->payload_drop(v, k->kind,
+						  (struct vsched_payload *)n,
+						  ops->ctx);
+		}
+	}
+	atomic_store_explicit(&v->draining, 0, memory_order_release);
+}
+
 /* A post that set its bit and then read DESTROYED: refused, and the bit it
  * set taken back, so that the dead vCPU's pending word counts only posts
  * that were accepted (a post that coalesced onto it before the destroy
@@ -272,9 +314,16 @@ post_rank(struct vsched_vcpu *v, unsigned r, unsigned flags,
 	/* Dekker, poster side: the inline post's own sequence. */
 	old = vsched__post_bit(vsched__hot(v), bit, &m);
 	/* Destroyed meanwhile: refused as the inline post is, unless a
-	 * payload is queued already (payload_drop hands it back). */
-	if (VSCHED__UNLIKELY(vsched__mode_of(m) == VSCHED_MODE_DESTROYED) && !payload)
-		return refuse_dead(v, bit, old != 0);
+	 * payload is queued already. That one is accepted, and handed back to
+	 * payload_drop before this returns: the destroy's drain may have run
+	 * before it was queued (vsched__drain_payloads()). */
+	if (VSCHED__UNLIKELY(vsched__mode_of(m) == VSCHED_MODE_DESTROYED)) {
+		if (!payload)
+			return refuse_dead(v, bit, old != 0);
+		vsched__drain_payloads(v);
+		*seen = m; /* not in the guest: no acknowledgement to wait for */
+		return 0;
+	}
 	VSCHED__TRACE2(post, v->id, v->vm->table.by_rank[r].kind);
 	if (old & bit)
 		vsched__count_shared(&v->ps.coalesced[r]);

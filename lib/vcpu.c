@@ -51,32 +51,6 @@ out:
 	return rc;
 }
 
-void vsched__drain_payloads(struct vsched_vcpu *v)
-{
-	const struct vsched__table *t = &v->vm->table;
-	const struct vsched_host_ops *ops = &v->vm->ops;
-
-	for (unsigned r = 0; r < t->nkinds; r++) {
-		const struct vsched__kind *k = &t->by_rank[r];
-		struct vsched__payload_queue *q;
-		struct cds_wfcq_node *n;
-
-		if (k->payload_slot < 0)
-			continue;
-		q = &v->queues[k->payload_slot];
-		for (;;) {
-			n = __cds_wfcq_dequeue_nonblocking(&q->head, &q->tail);
-			if (!n || n == CDS_WFCQ_WOULDBLOCK)
-				break;
-			VSCHED__TSAN_ACQUIRE(n);
-			if (ops->payload_drop)
-				ops->payload_drop(v, k->kind,
-						  (struct vsched_payload *)n,
-						  ops->ctx);
-		}
-	}
-}
-
 int vsched_vcpu_destroy(struct vsched_vcpu *v)
 {
 	struct vsched_vm *vm;
@@ -107,9 +81,11 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 	} while (!atomic_compare_exchange_weak_explicit(
 		&v->mode, &m, vsched__mode_with(m, VSCHED_MODE_DESTROYED),
 		memory_order_seq_cst, memory_order_relaxed));
-	/* From here posts fail with VSCHED_EDESTROYED; a post that passed its check
-	 * just before may still queue a payload: vsched_vm_destroy() drains
-	 * those. */
+	/* From here posts fail with VSCHED_EDESTROYED. A payload post that
+	 * passed its check just before may still queue its payload: its
+	 * post_bit then reads DESTROYED (or this CAS comes after it in the
+	 * total order, and the drain below sees the queued node), and it
+	 * drains the queue itself before it returns (vsched__post_rank()). */
 	/* Inline posts take the slow path, which says VSCHED_EDESTROYED. */
 	for (unsigned k = 0; k < VSCHED_MAX_KINDS; k++)
 		atomic_store_explicit(&v->post_rank[k], -1, memory_order_relaxed);

@@ -65,7 +65,9 @@ struct vsched_block_result {
 	uint64_t window_ns;
 	/** Time spent polling. */
 	uint64_t poll_ns;
-	/** Polling was attempted and the vCPU never slept. */
+	/** Polling was attempted and a wake (a request, an event, an fd, a
+	 * kick) ended it: the vCPU never slept. A deadline reached while
+	 * polling is not a won poll (its time counts as failed polling). */
 	bool poll_won;
 	/** Polling was vetoed (arch, guest, contention). */
 	bool vetoed;
@@ -77,8 +79,10 @@ struct vsched_block_result {
 	/** Out: ready registered fds found in all, also those that did not fit
 	 * (they stay ready: level-triggered). */
 	unsigned nready_total;
-	/** Out: checks of the registered fds made while polling in this halt
-	 * (non-blocking epoll_pwait, rate-limited; see doc/policies.md). */
+	/** Out: non-blocking checks of the registered fds in this halt
+	 * (epoll_pwait with a zero timeout): those made while polling
+	 * (rate-limited; see doc/policies.md), and the look before polling
+	 * and after a wakeup that found nothing to do. */
 	unsigned fd_checks;
 	/** Out: how long after the post or kick that woke this halt's sleep
 	 * the thread ran again, in the VM's clock: what the adaptive
@@ -297,7 +301,10 @@ VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
  * checks it while polling (no epoll_pwait every VSCHED_FD_CHECK_NS). An
  * eventfd (as /proc/self/fd names it) is registered edge-triggered and
  * never read: each write rings once, and its counter is left as the
- * writers make it (no read syscall a sleep). Write it as you like; read
+ * writers make it (no read syscall a sleep). Write it as you like (a
+ * write of 1 a ring takes 2^64 rings to fill it; a write that would pass
+ * the eventfd's maximum, 0xfffffffffffffffe, fails with EAGAIN and rings
+ * nothing: read it down yourself while the owner is awake); read
  * it only while its owner cannot be asleep (a read that races a sleep
  * can swallow the ring it follows, as it could before). Any other
  * doorbell (a pipe) vsched reads itself when it rings (reads of 512 bytes

@@ -40,7 +40,8 @@ struct vsched_kind_stats {
 
 /** Halt and poll counters, with KVM's names and meaning. */
 struct vsched_halt_stats {
-	/** Halts where polling was attempted and the vCPU never slept. */
+	/** Halts where polling was attempted and a wake ended it: the vCPU
+	 * never slept (a deadline reached while polling is not one). */
 	uint64_t halt_successful_poll;
 	/** Halts where polling was attempted. */
 	uint64_t halt_attempted_poll;
@@ -52,7 +53,7 @@ struct vsched_halt_stats {
 	uint64_t halt_wakeup;
 	/** Time spent in successful polls. */
 	uint64_t halt_poll_success_ns;
-	/** Time spent in failed polls (before sleeping). */
+	/** Time spent in failed polls (before sleeping, or to the deadline). */
 	uint64_t halt_poll_fail_ns;
 	/** Time spent asleep: from the poll's end (the halt's start when it
 	 *  did not poll), as KVM's. */
@@ -102,8 +103,9 @@ struct vsched_vcpu_stats {
 	/** Wakeups of a BLOCKED vCPU that were not posts: vsched_vcpu_kick()
 	 * and timer re-arms (so that it re-evaluates its deadline). */
 	uint64_t event_wakeups;
-	/** Non-blocking checks of the registered fds made while polling
-	 * (their time is part of the poll time above). */
+	/** Non-blocking checks of the registered fds: while polling (their
+	 * time is part of the poll time above), before polling and after a
+	 * wakeup that found nothing to do (block.h's fd_checks). */
 	uint64_t halt_poll_fd_checks;
 	/** Halts whose polling the host-contention back-off skipped (also
 	 * counted in halt_poll_vetoed) or stopped: a sample found more

@@ -57,7 +57,10 @@ VSCHED_API int vsched_vcpu_create(struct vsched_vm *vm, unsigned id,
 /**
  * Destroy a vCPU: its mode becomes DESTROYED, later posts return
  * VSCHED_EDESTROYED, pending payloads go to the `payload_drop` callback and
- * its id may be reused. The memory stays valid until vsched_vm_destroy(), so
+ * its id may be reused. Every payload whose post returned 0 is handed back:
+ * by this call (which waits for a poster midway through queueing one), or,
+ * for a post that raced the destroy and queued its payload after it, by
+ * that post on its own thread before it returns. The memory stays valid until vsched_vm_destroy(), so
  * a stale handle never touches freed memory. Other threads may still be
  * posting: a poster that won the vCPU's mode just before it became
  * DESTROYED may still be about to write its kick eventfd or call the `kick`

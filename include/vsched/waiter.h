@@ -164,9 +164,10 @@ struct vsched_waiter_stats {
 	/** Sleeps that returned with nothing to do before the deadline (as
 	 * struct vsched_vcpu_stats' spurious_wakeups). */
 	uint64_t spurious_wakeups;
-	/** Non-blocking checks of the registered fds made while polling
-	 * (their time is part of the poll time); doorbell fds are never
-	 * checked while polling (<vsched/block.h>). */
+	/** Non-blocking checks of the registered fds: while polling (their
+	 * time is part of the poll time), before polling and after a wakeup
+	 * that found nothing to do; doorbell fds are never checked while
+	 * polling (<vsched/block.h>). */
 	uint64_t halt_poll_fd_checks;
 	/** Waits whose polling the host-contention back-off skipped or
 	 * stopped (<vsched/block.h>). */

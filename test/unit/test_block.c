@@ -195,8 +195,9 @@ static void expect_veto(struct rig *r)
 			 VSCHED_WAKE_DEADLINE);
 	assert_true(res.vetoed);
 	assert_int_equal(res.poll_ns, 0);
-	/* Checked once before sleeping and once after arming: no polling. */
-	assert_string_equal(hooklog, "BEWU");
+	/* Checked once before sleeping, once after arming and once at the
+	 * deadline (what it found pending is the reason): no polling. */
+	assert_string_equal(hooklog, "BEWEU");
 }
 
 static void test_vetoes(void **state)

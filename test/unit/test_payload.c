@@ -3,7 +3,10 @@
  * payloads of a destroyed vCPU handed back through payload_drop. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
+#include <urcu/wfcqueue.h>
 
 #include "common.h"
 
@@ -143,11 +146,139 @@ static void test_destroy_drops_payloads(void **state)
 	assert_int_equal(c.delivered, 0);
 }
 
+/*
+ * liburcu's enqueue, interposed (the library calls it through the PLT): at
+ * `pause_at` it stops once, as a preempted poster would, until released.
+ * PAUSE_BEFORE: the post has passed its DESTROYED check, nothing is queued
+ * yet. PAUSE_LINK: the node is the queue's tail, not yet linked, so every
+ * node queued after it is behind a gap a non-blocking dequeue stops at.
+ */
+enum { PAUSE_NONE, PAUSE_BEFORE, PAUSE_LINK };
+static atomic_int pause_at, paused, released;
+
+static void maybe_pause(int where)
+{
+	int w = where;
+	if (!atomic_compare_exchange_strong(&pause_at, &w, PAUSE_NONE))
+		return;
+	atomic_store(&paused, 1);
+	while (!atomic_load(&released))
+		usleep(100);
+}
+
+bool cds_wfcq_enqueue(cds_wfcq_head_ptr_t head, struct cds_wfcq_tail *tail,
+		      struct cds_wfcq_node *node)
+{
+	struct cds_wfcq_node *old;
+
+	maybe_pause(PAUSE_BEFORE);
+	node->next = NULL;
+	old = __atomic_exchange_n(&tail->p, node, __ATOMIC_SEQ_CST);
+	maybe_pause(PAUSE_LINK);
+	__atomic_store_n(&old->next, node, __ATOMIC_RELEASE);
+	return old != &head._h->node;
+}
+
+struct late_post {
+	struct vsched_vcpu *v;
+	struct irq *q;
+	int rc;
+	unsigned dropped_at_return;
+};
+
+static void *late_poster(void *arg)
+{
+	struct late_post *lp = arg;
+	lp->rc = vsched_post_payload(lp->v, K_IRQ, &lp->q->node);
+	lp->dropped_at_return = dropped;
+	return NULL;
+}
+
+static void *destroyer(void *arg)
+{
+	return (void *)(intptr_t)vsched_vcpu_destroy(arg);
+}
+
+/* A destroy while a poster is between its enqueue's exchange and its link
+ * hands back every payload accepted before it, those queued behind the
+ * gap included (it waits for the link). Found by an outside trial: the
+ * drain stopped at the gap, and the payloads behind it stayed until the
+ * VM's destroy. */
+static void test_destroy_drains_past_a_midway_enqueue(void **state)
+{
+	struct irq q[9] = { 0 };
+	struct vsched_host_ops ops = { .payload_drop = drop };
+	struct late_post lp = { 0 };
+	pthread_t b, d;
+	void *drc;
+	(void)state;
+	struct vsched_vm *vm = make_vm(&ops, 0);
+	declare(vm, K_IRQ, "irq", 1, VSCHED_REQ_PAYLOAD, on_irq, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	lp.v = make_vcpu(vm, 0);
+	lp.q = &q[0];
+	dropped = 0;
+	atomic_store(&paused, 0);
+	atomic_store(&released, 0);
+	atomic_store(&pause_at, PAUSE_LINK);
+	assert_int_equal(pthread_create(&b, NULL, late_poster, &lp), 0);
+	while (!atomic_load(&paused))
+		usleep(100);
+	for (unsigned i = 1; i < 9; i++)
+		assert_int_equal(vsched_post_payload(lp.v, K_IRQ, &q[i].node), 0);
+	assert_int_equal(pthread_create(&d, NULL, destroyer, lp.v), 0);
+	usleep(20000); /* the destroy meets the gap (or not yet: either way) */
+	atomic_store(&released, 1);
+	assert_int_equal(pthread_join(d, &drc), 0);
+	assert_int_equal((intptr_t)drc, 0);
+	assert_int_equal(pthread_join(b, NULL), 0);
+	assert_int_equal(lp.rc, 0);
+	assert_int_equal(dropped, 9); /* all of them, before the VM's destroy */
+	vsched_vm_destroy(vm);
+	assert_int_equal(dropped, 9);
+}
+
+/* A payload post that passed its DESTROYED check before the destroy and
+ * queues its payload after the destroy's drain is accepted (its payload is
+ * queued) and hands the payload to payload_drop itself before it returns.
+ * Before: accepted, and left queued on the dead vCPU until the VM's
+ * destroy. */
+static void test_late_payload_post_handed_back(void **state)
+{
+	struct irq q[1] = { 0 };
+	struct vsched_host_ops ops = { .payload_drop = drop };
+	struct late_post lp = { 0 };
+	pthread_t b;
+	(void)state;
+	struct vsched_vm *vm = make_vm(&ops, 0);
+	declare(vm, K_IRQ, "irq", 1, VSCHED_REQ_PAYLOAD, on_irq, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	lp.v = make_vcpu(vm, 0);
+	lp.q = &q[0];
+	dropped = 0;
+	atomic_store(&paused, 0);
+	atomic_store(&released, 0);
+	atomic_store(&pause_at, PAUSE_BEFORE);
+	assert_int_equal(pthread_create(&b, NULL, late_poster, &lp), 0);
+	while (!atomic_load(&paused))
+		usleep(100);
+	assert_int_equal(vsched_vcpu_destroy(lp.v), 0);
+	assert_int_equal(dropped, 0); /* nothing was queued yet */
+	atomic_store(&released, 1);
+	assert_int_equal(pthread_join(b, NULL), 0);
+	assert_int_equal(lp.rc, 0);
+	assert_int_equal(lp.dropped_at_return, 1);
+	vsched_vm_destroy(vm);
+	assert_int_equal(dropped, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_payload_exactly_once_fifo),
 		cmocka_unit_test(test_destroy_drops_payloads),
+		cmocka_unit_test(test_destroy_drains_past_a_midway_enqueue),
+		cmocka_unit_test(test_late_payload_post_handed_back),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
