@@ -32,8 +32,9 @@ struct target_ops {
 	uint64_t (*deadline)(const struct target *t, uint64_t deadline);
 	/* That earlier deadline was reached: post the expiries, look again. */
 	int (*timer_due)(const struct target *t);
-	/* Before the first look: the blocking hook, expired timers post. */
-	void (*begin)(const struct target *t);
+	/* Before the first look: the blocking hook, expired timers post.
+	 * Non-zero: what the hook did forbids the block (its error). */
+	int (*begin)(const struct target *t);
 	/* Veto the poll window beyond the guest's own switch? */
 	bool (*veto)(const struct target *t);
 	/* Right before the arm: true if a hook ran that after_sleep undoes. */
@@ -105,16 +106,25 @@ static int vcpu_timer_due(const struct target *t)
 	return 0;
 }
 
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) int
 vcpu_begin(const struct target *t)
 {
 	const struct vsched_host_ops *ops = &t->s->vm->ops;
 
 	/* The blocking hook covers the whole poll window. */
-	if (ops->blocking)
+	if (ops->blocking) {
 		ops->blocking(t->vcpu, ops->ctx);
+		/* A hook that entered the guest (vsched_vcpu_enter() reads
+		 * only the mode word, which says OUTSIDE_GUEST here): the
+		 * poll window's stores would overwrite IN_GUEST. Refused as
+		 * a block in guest mode is; the mode stays the hook's. */
+		uint32_t m = atomic_load_explicit(&t->vcpu->mode, memory_order_relaxed);
+		if (VSCHED__UNLIKELY(vsched__mode_of(m) != VSCHED_MODE_OUTSIDE_GUEST))
+			return vsched__allowed(VSCHED__C_VCPU_BLOCK, m);
+	}
 	if (atomic_load_explicit(&t->vcpu->ntimers_pub, memory_order_relaxed))
 		vsched_vcpu_fire_timers(t->vcpu); /* expired timers post now */
+	return 0;
 }
 
 static inline __attribute__((always_inline)) bool
@@ -199,11 +209,17 @@ static void waiter_after_sleep(const struct target *t)
 	t->h->after_sleep(t->h->w, t->h->hook_arg);
 }
 
+static int waiter_begin(const struct target *t)
+{
+	(void)t;
+	return 0;
+}
+
 static const struct target_ops waiter_ops = {
 	.ready = waiter_ready,
 	.deadline = waiter_deadline,
 	.timer_due = waiter_timer_due,
-	.begin = waiter_nop,
+	.begin = waiter_begin,
 	.veto = waiter_veto,
 	.before_sleep = waiter_before_sleep,
 	.after_sleep = waiter_after_sleep,
@@ -262,7 +278,9 @@ first_look(const struct target_ops *op, const struct target *t,
 	runnable_enter(t);
 	hl->t0 = hl->poll_end = ops->now_ns(ops->ctx);
 	VSCHED__TRACE2(block_begin, t->id, hl->deadline);
-	op->begin(t);
+	reason = op->begin(t);
+	if (VSCHED__UNLIKELY(reason))
+		return reason;
 	reason = op->ready(t);
 	if (reason || hl->deadline > hl->t0)
 		return reason;

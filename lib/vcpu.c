@@ -126,6 +126,13 @@ static void deliver_payloads(struct vsched_vcpu *v, unsigned r,
 			     const struct vsched__kind *k)
 {
 	struct vsched__payload_queue *q = &v->queues[k->payload_slot];
+	/* The pass delivers what was queued when it began, up to the tail
+	 * seen now: posters that keep queueing faster than the handler runs
+	 * cannot hold the thread in one call (an outside trial's 5.8 s
+	 * pass). A payload queued after this load was queued after the bit
+	 * was cleared, and its poster sets the bit again after queueing: the
+	 * next call delivers it. */
+	struct cds_wfcq_node *last = __atomic_load_n(&q->tail.p, __ATOMIC_ACQUIRE);
 
 	for (;;) {
 		/* Single consumer (this thread). WOULDBLOCK means a poster is
@@ -135,9 +142,12 @@ static void deliver_payloads(struct vsched_vcpu *v, unsigned r,
 			__cds_wfcq_dequeue_nonblocking(&q->head, &q->tail);
 		if (!n || n == CDS_WFCQ_WOULDBLOCK)
 			return;
+		const bool end = n == last; /* before the handler may reuse it */
 		VSCHED__TSAN_ACQUIRE(n);
 		vsched__count(&v->vs.payloads[r]);
 		k->handler(v, k->kind, (struct vsched_payload *)n, k->arg);
+		if (end)
+			return;
 	}
 }
 
@@ -181,6 +191,10 @@ int vsched__service_slow(struct vsched_vcpu *v)
 	 * thread, which must not run the vCPU's handlers. */
 	if (VSCHED__UNLIKELY((n = vsched__allowed(VSCHED__C_SERVICE, m))))
 		return n;
+	/* Nor from the engine's own hooks (the blocking hook runs with the
+	 * word still OUTSIDE_GUEST): handlers inside a block. */
+	if (VSCHED__UNLIKELY(atomic_load_explicit(&v->sl.in_engine, memory_order_relaxed)))
+		return VSCHED_ESTATE;
 	d = v->vm->table.disp;
 	/* One pass in rank order: after servicing rank r, look only at ranks
 	 * above r. A handler that raises a later kind is serviced in this

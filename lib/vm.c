@@ -107,6 +107,16 @@ int vsched_vm_destroy(struct vsched_vm *vm)
 	 * vCPUs' timers): refused, nothing freed. */
 	if (vsched__timers_service_running(vm))
 		return VSCHED_ESTATE;
+	/* Nor while a vCPU's thread is inside vsched_vcpu_block() (asleep,
+	 * polling or in a hook), as vsched_vcpu_destroy() refuses: freed, it
+	 * would sleep on freed memory, and the post that wakes it would
+	 * write there. A check, not a lock (the contract forbids the race):
+	 * it catches the VMM that forgot to stop its vCPU threads. */
+	for (unsigned i = 0; i < vm->max_vcpus; i++) {
+		struct vsched_vcpu *v = atomic_load(&vm->vcpus[i]);
+		if (v && atomic_load_explicit(&v->sl.in_engine, memory_order_relaxed))
+			return VSCHED_ESTATE;
+	}
 	/* The timer service first (it walks the vCPUs' timers): a service
 	 * still attached is destroyed with its VM. */
 	vsched__timers_free(vm);

@@ -75,7 +75,11 @@ struct vsched_payload {
  * A request handler. Runs on the vCPU's thread inside vsched_service().
  * `payload` is NULL for kinds without VSCHED_REQ_PAYLOAD. A handler may post
  * requests (to this or other vCPUs), but only of the kinds declared in its
- * may-raise set when the target is this vCPU.
+ * may-raise set when the target is this vCPU. vsched_request_finalize()
+ * checks the declarations; the post itself does not (it does not know
+ * that a handler is posting, and the inline post must stay a few
+ * instructions): a handler that raises an undeclared kind on its own vCPU
+ * is accepted, and two that raise each other so cancel every entry.
  */
 typedef void (*vsched_request_fn)(struct vsched_vcpu *vcpu, unsigned kind,
 				  struct vsched_payload *payload, void *arg);
@@ -195,11 +199,15 @@ VSCHED_API int vsched_post_payload(struct vsched_vcpu *vcpu, unsigned kind,
  * kind's bit is cleared, then its handler runs (once, or once per payload).
  * A handler that raises a later kind sees it serviced in the same pass; a
  * kind that becomes pending behind the pass (an earlier kind posted by
- * another thread) waits for the next call. With nothing pending this is one
+ * another thread) waits for the next call, and so does a payload queued
+ * after its kind's turn began (a pass delivers the payloads queued then:
+ * posters that queue faster than the handler runs cannot hold the thread
+ * in one call). With nothing pending this is one
  * load.
  * @return the number of kinds serviced (>= 0), VSCHED_EINVAL,
  * VSCHED_EDESTROYED or VSCHED_ESTATE (work pending and the vCPU in guest
- * mode, or inside vsched_vcpu_block(): then this is not its thread).
+ * mode, or inside vsched_vcpu_block(): another thread, or a hook of the
+ * block's own).
  * States (lib/contract.h): OUTSIDE_GUEST; with nothing pending it returns 0
  * in any state (one load: nothing done, nothing refused).
  * Context: the vCPU's own thread only, outside guest mode. Acquire: pairs with

@@ -73,7 +73,10 @@ struct vsched_host_ops {
 	 * Arch `blocking` hook: the first thing vsched_vcpu_block() does,
 	 * before any polling, so that work such as syncing the interrupt
 	 * controller or arming a doorbell covers the whole poll window.
-	 * Context: the vCPU's thread. Default: nothing.
+	 * Context: the vCPU's thread, inside the block: vsched_service(),
+	 * vsched_vcpu_block() and vsched_vcpu_destroy() refuse it with
+	 * VSCHED_ESTATE, and a vsched_vcpu_enter() from it makes the block
+	 * return VSCHED_ESTATE (the vCPU stays in guest mode). Default: nothing.
 	 */
 	void (*blocking)(struct vsched_vcpu *vcpu, void *ctx);
 	/** Arch `unblocking` hook: runs on every path out of the block. */
@@ -144,8 +147,9 @@ VSCHED_API int vsched_vm_create(const struct vsched_vm_config *cfg,
  * (<vsched/waiter.h>) are not its to free: destroy them first.
  * Context: any thread, once no other thread is inside any vsched call on this
  * VM or its vCPUs. @return 0, VSCHED_EINVAL, or VSCHED_ESTATE (a waiter
- * created on the VM is not destroyed yet, or its timer service's run() is
- * active: refused, nothing freed).
+ * created on the VM is not destroyed yet, its timer service's run() is
+ * active, or a vCPU's thread is inside vsched_vcpu_block(): refused,
+ * nothing freed).
  * Syscalls: close on the vCPUs' fds; with a timer service still attached,
  * those of vsched_timer_service_destroy().
  */

@@ -98,7 +98,8 @@ VSCHED_API int vsched_waiter_create_ex(struct vsched_vm *vm,
  * wait, also while it waits now; its policy state restarts. The old
  * parameters are freed after an RCU grace period, as vsched_vm_set_poll()
  * does. @return 0, VSCHED_EINVAL or VSCHED_ENOMEM.
- * Context: any thread but the waiter's consumer while it waits.
+ * Context: any thread, also the consumer's own condition or hooks during
+ * a wait (the wait in progress goes on with the policy it began with).
  */
 VSCHED_API int vsched_waiter_set_poll(struct vsched_waiter *w,
 				      const struct vsched_poll_params *p);

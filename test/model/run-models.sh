@@ -53,6 +53,10 @@ destroy.pml REACH_ASLEEP_AFTER_DESTROY fail
 needskick.pml - pass
 needskick.pml HOOK_AFTER_RECHECK fail
 needskick.pml LOOK_AFTER_RECHECK fail
+payload.pml - pass
+payload.pml NONBLOCK_DRAIN fail
+payload.pml NO_SELF_DRAIN fail
+payload.pml NO_DRAIN_TURNS fail
 PLAN
 
 while read -r model variant expect; do

@@ -18,6 +18,9 @@ struct vsched_vcpu;
 static void review_post_hook(struct vsched_vcpu *v, unsigned kind);
 #define VSCHED__INLINE_POST_HOOK(v, kind) review_post_hook(v, kind)
 
+#include <pthread.h>
+#include <sched.h>
+
 #include "common.h"
 
 /* ------------------------------------------------------------------ */
@@ -109,6 +112,106 @@ static void test_vm_destroy_with_live_waiter(void **state)
 	assert_true(frees > 0);
 }
 
+struct blocker {
+	struct vsched_vcpu *v;
+	int rc;
+};
+
+static void *block_forever(void *arg)
+{
+	struct blocker *b = arg;
+	b->rc = vsched_vcpu_block(b->v, VSCHED_DEADLINE_NONE);
+	return NULL;
+}
+
+static int hook_mode, hook_rc, handled;
+enum { HOOK_ENTER = 1, HOOK_SERVICE };
+
+static void misusing_hook(struct vsched_vcpu *v, void *ctx)
+{
+	(void)ctx;
+	hook_rc = hook_mode == HOOK_ENTER ? vsched_vcpu_enter(v) : vsched_service(v);
+}
+
+static void count_handled(struct vsched_vcpu *v, unsigned kind,
+			  struct vsched_payload *p, void *arg)
+{
+	(void)v;
+	(void)kind;
+	(void)p;
+	(void)arg;
+	handled++;
+}
+
+/* The blocking hook runs on the vCPU's thread inside the block, with the
+ * word still OUTSIDE_GUEST. Found by an outside trial: vsched_vcpu_enter()
+ * from it returned 0, and then the poll window's stores overwrote IN_GUEST
+ * (a FIXED window; without one the block returned VSCHED_ESTATE); and
+ * vsched_service() from it ran handlers inside the block. Now the block
+ * refuses to go on (VSCHED_ESTATE, the mode left as the hook made it) and
+ * the service is refused (nothing run, nothing lost). */
+static void test_blocking_hook_cannot_enter_or_service(void **state)
+{
+	(void)state;
+	for (unsigned poll = 0; poll < 2; poll++) {
+		struct vsched_host_ops ops = { .blocking = misusing_hook };
+		struct vsched_vm *vm = make_vm(&ops, poll ? 1000000 : 0);
+		declare(vm, 1, "req", 1, 0, count_handled, NULL, 0);
+		assert_int_equal(vsched_request_finalize(vm, 0), 0);
+		struct vsched_vcpu *v = make_vcpu(vm, 0);
+
+		hook_mode = HOOK_ENTER;
+		assert_int_equal(vsched_vcpu_block(v, vsched_deadline_in(vm, 2000000)),
+				 VSCHED_ESTATE);
+		assert_int_equal(hook_rc, 0);
+		assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_IN_GUEST);
+		assert_int_equal(vsched_vcpu_exit(v), 0);
+		assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_OUTSIDE_GUEST);
+
+		hook_mode = HOOK_SERVICE;
+		handled = 0;
+		assert_int_equal(vsched_post(v, 1), 0);
+		assert_int_equal(vsched_vcpu_block(v, vsched_deadline_in(vm, 2000000)),
+				 VSCHED_WAKE_REQUEST);
+		assert_int_equal(hook_rc, VSCHED_ESTATE);
+		assert_int_equal(handled, 0);
+		assert_int_equal(vsched_service(v), 1);
+		assert_int_equal(handled, 1);
+		vsched_vm_destroy(vm);
+	}
+}
+
+/* vsched_vm_destroy() while a vCPU's thread sleeps in vsched_vcpu_block()
+ * is refused, as vsched_vcpu_destroy() is, and frees nothing. Found by an
+ * outside trial: it returned 0 and freed the vCPU under the sleeper, so
+ * the post that would have woken it wrote freed memory. */
+static void test_vm_destroy_with_vcpu_blocked(void **state)
+{
+	struct vsched_allocator al = { .alloc = plain_alloc, .free = count_free };
+	struct vsched_vm_config cfg = { .size = sizeof(cfg), .alloc = &al };
+	struct vsched_vm *vm = NULL;
+	struct blocker b = { 0 };
+	pthread_t t;
+	(void)state;
+
+	assert_int_equal(vsched_vm_create(&cfg, &vm), 0);
+	declare(vm, 1, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	b.v = make_vcpu(vm, 0);
+	assert_int_equal(pthread_create(&t, NULL, block_forever, &b), 0);
+	while (vsched_vcpu_mode(b.v) != VSCHED_MODE_BLOCKED)
+		sched_yield();
+	frees = 0;
+	assert_int_equal(vsched_vm_destroy(vm), VSCHED_ESTATE);
+	assert_int_equal(frees, 0);
+	/* Whole: the post wakes it, and then the VM goes. */
+	assert_int_equal(vsched_post(b.v, 1), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(b.rc, VSCHED_WAKE_REQUEST);
+	assert_int_equal(vsched_vm_destroy(vm), 0);
+	assert_true(frees > 0);
+}
+
 /* ------------------------------------------------------------------ */
 /* DEFECT 3 (fixed in 3ce33ab): a post that read IN_GUEST
  * kicks whatever entry the vCPU is in when its CAS runs. The kick decision
@@ -175,6 +278,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_duplicate_kind_name_refused),
 		cmocka_unit_test(test_vm_destroy_with_live_waiter),
+		cmocka_unit_test(test_vm_destroy_with_vcpu_blocked),
+		cmocka_unit_test(test_blocking_hook_cannot_enter_or_service),
 		cmocka_unit_test(test_post_does_not_kick_a_later_entry),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
