@@ -23,18 +23,18 @@ static const struct bench *const benches[] = {
 };
 #define NBENCH (sizeof(benches) / sizeof(benches[0]))
 
-static void usage(const char *prog)
+static void usage(const char *prog, FILE *out)
 {
-	fprintf(stderr, "usage: %s [--quick] [--json] [--runs N]", prog);
+	fprintf(out, "usage: %s [--help] [--quick] [--json] [--runs N]", prog);
 	for (unsigned i = 0; i < NBENCH; i++)
 		if (benches[i]->usage)
-			fprintf(stderr, " %s", benches[i]->usage);
-	fprintf(stderr, " [");
+			fprintf(out, " %s", benches[i]->usage);
+	fprintf(out, " [");
 	for (unsigned i = 0; i < NBENCH; i++)
-		fprintf(stderr, "%s|", benches[i]->name);
-	fprintf(stderr, "all]\n");
+		fprintf(out, "%s|", benches[i]->name);
+	fprintf(out, "all]\n");
 	for (unsigned i = 0; i < NBENCH; i++)
-		fprintf(stderr, "  %-10s %s%s\n", benches[i]->name, benches[i]->desc,
+		fprintf(out, "  %-10s %s%s\n", benches[i]->name, benches[i]->desc,
 			benches[i]->in_all ? "" : " (not in all)");
 }
 
@@ -59,6 +59,10 @@ int main(int argc, char **argv)
 			opt_json = 1;
 		else if (!strcmp(argv[i], "--quick"))
 			opt_quick = 1;
+		else if (!strcmp(argv[i], "--help")) {
+			usage(argv[0], stdout);
+			return 0;
+		}
 		else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
 			opt_runs = atoi(argv[++i]);
 		else if ((n = bench_option(argc, argv, i)))
@@ -66,7 +70,7 @@ int main(int argc, char **argv)
 		else if (argv[i][0] != '-')
 			which = argv[i];
 		else {
-			usage(argv[0]);
+			usage(argv[0], stderr);
 			return 2;
 		}
 	}
@@ -85,7 +89,7 @@ int main(int argc, char **argv)
 	/* A name that is no benchmark (a typo) ran nothing: not a success. */
 	if (!ran) {
 		fprintf(stderr, "vsched-bench: no benchmark %s\n", which);
-		usage(argv[0]);
+		usage(argv[0], stderr);
 		return 2;
 	}
 	return 0;

@@ -183,9 +183,11 @@ sub body {
 		}
 		if ($l =~ /^\s*$/) { push @r, '.PP'; next; }
 		if ($l =~ /^\s*[-*]\s+(.*)/) {
+			pop @r if @r && $r[-1] eq '.PP'; # .IP starts its own paragraph
 			push @r, '.IP \(bu 2';
 			$l = $1;
 		} elsif ($l =~ /^\s*(\d+\.)\s+(.*)/) {
+			pop @r if @r && $r[-1] eq '.PP';
 			push @r, ".IP $1 4";
 			$l = $2;
 		}
@@ -210,8 +212,9 @@ sub split_doc {
 	my (%r, @params, @desc, $ret, $ctx);
 	for my $para (split /\n[ \t]*\n/, $f->{doc}) {
 		my @d;
-		for my $part (split /(?=\@returns?\b|\@param\b|(?<![\w])Context:)/, $para) {
-			if ($part =~ /^\@returns?\s+(.*)/s) { $ret = defined $ret ? "$ret\n$1" : $1; }
+		for my $part (split /(?=\@returns?\b|\@param\b|(?<![\w])(?:Context:|States \(|Syscalls:))/, $para) {
+			if ($part =~ /^(?:States \(|Syscalls:)/) { push @d, "\n\n$part"; }
+			elsif ($part =~ /^\@returns?\s+(.*)/s) { $ret = defined $ret ? "$ret\n$1" : $1; }
 			elsif ($part =~ /^\@param\s+(\w+)\s+(.*)/s) { push @params, [$1, $2]; }
 			elsif ($part =~ /^Context:\s*(.*)/s) { $ctx = defined $ctx ? "$ctx\n$1" : $1; }
 			else { push @d, $part; }
@@ -308,8 +311,15 @@ sub page {
 	(my $brief = (sentences($d->{desc}))[0] // $name) =~ s/\s+/ /g;
 	$brief =~ s/\.$//;
 	# A whatis line, not a paragraph: a long first sentence is cut before
-	# its first parenthesis or colon.
-	$brief =~ s/^(.{10,}?)(?: \(|: ).*/$1/ if length($brief) > 70;
+	# its first parenthesis or colon; one that would leave too little to
+	# say what it does ("Enter state") keeps a first parenthesis that
+	# fits.
+	if (length($brief) > 70) {
+		(my $cut = $brief) =~ s/^(.{10,}?)(?: \(|: ).*/$1/;
+		$cut = $1 if length($cut) < 24 && $brief =~ /^([^(]{10,}?\([^)]*\))/ &&
+			     length($1) <= 80;
+		$brief = $cut;
+	}
 	# A first sentence that ends inside a parenthesis (at its ";"): cut
 	# before that parenthesis too.
 	$brief =~ s/^(.{10,}?) \([^)]*$/$1/;
@@ -351,7 +361,8 @@ sub page {
 		}
 	}
 	push @p, '.SH RETURN VALUE', body($d->{return});
-	push @p, '.SH CONTEXT', body(ucfirst $d->{context});
+	# (not "VCPU thread": a lower-case word that is a name stays one)
+	push @p, '.SH CONTEXT', body($d->{context} =~ /^vCPU\b/ ? $d->{context} : ucfirst $d->{context});
 	my %see;
 	for my $ref ($f->{doc} =~ /\b(vsched_\w+)\(\)/g) {
 		$see{$ref} = 1 if $have{$ref} && $ref ne $name;
@@ -387,7 +398,7 @@ sub type_page {
 	$doc .= "\n\n" . $filedoc{$t->{header}} if $mapped && $filedoc{$t->{header}};
 	my $kind = $t->{def}[0] =~ /^(struct|enum)/ ? "$1 $name" : $name;
 	(my $brief = (sentences($doc))[0] // '') =~ s/\s+/ /g;
-	$brief =~ s/^ //;
+	$brief =~ s/^ | $//g;
 	$brief =~ s/\.$//;
 	$brief = "the $kind of <$t->{header}>" if $brief eq '';
 	$brief =~ s/^(.{10,}?)(?: \(|: ).*/$1/ if length($brief) > 70;

@@ -185,10 +185,10 @@ enum vsched_stats_format {
 
 /**
  * Write a snapshot of a vCPU's statistics, naming per-kind values by the
- * request kind's name and skipping zero histogram buckets and kinds, in
- * `format`, an enum vsched_stats_format (VSCHED_STATS_TEXT or
- * VSCHED_STATS_JSON). The stream is flushed, so that a failed write is
- * this call's error.
+ * request kind's name and skipping zero histogram buckets and kinds.
+ * `format` is an enum vsched_stats_format: VSCHED_STATS_TEXT or
+ * VSCHED_STATS_JSON. The stream is flushed, so that a failed write is this
+ * call's error.
  * @return 0, VSCHED_EINVAL, or -EIO when writing or flushing failed (or the
  * stream's error indicator was already set). Any thread.
  */

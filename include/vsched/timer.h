@@ -179,7 +179,7 @@ VSCHED_API int vsched_timer_create(struct vsched_vcpu *vcpu,
 				   struct vsched_timer **out);
 
 /**
- * Arm (or re-arm) at `deadline_ns` in the VM's clock. 0 disarms (x86
+ * Arm (or re-arm) at `deadline_ns` in the VM's clock. Zero disarms (x86
  * TSC-deadline semantics). A deadline at or before now expires at once. If
  * the previous deadline had already passed without being posted, that
  * expiry is posted now (it was real). Re-arming into the future makes a
