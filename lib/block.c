@@ -248,6 +248,7 @@ struct halt {
 	uint32_t m;          /* the word at the start (OUTSIDE_GUEST) */
 	bool attempted, waited, vetoed;
 	bool contended;      /* the contention back-off skipped or cut the poll */
+	bool at_deadline;    /* the sleep ended at the caller's deadline */
 };
 
 /* Start a halt: the policy, the runnable count, the first look. Returns a
@@ -614,6 +615,7 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 		 * block returns what is pending, as at any other wakeup. */
 		if (r == VSCHED_WAKE_DEADLINE) {
 			int p = op->ready(t);
+			hl->at_deadline = true; /* nothing for the policy to learn */
 			if (p)
 				r = p;
 		}
@@ -713,7 +715,7 @@ account(const struct target_ops *op, const struct target *t,
 	s->lesson_halt_ns = halt_ns;
 	s->lesson_valid = valid;
 	s->lesson_wake_ns = res->wake_ns;
-	s->lesson_pending = reason != VSCHED_WAKE_DEADLINE;
+	s->lesson_pending = reason != VSCHED_WAKE_DEADLINE && !hl->at_deadline;
 	if (won)
 		VSCHED__TRACE2(poll_won, t->id, pns);
 	else if (hl->attempted)

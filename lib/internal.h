@@ -258,9 +258,6 @@ struct vsched_vcpu {
 	unsigned id;
 	size_t alloc_size;
 	struct vsched_vcpu *next_dead;
-	/* 1 while a drain of the destroyed vCPU's payload queues runs
-	 * (vsched__drain_payloads()); never written before the destroy. */
-	_Atomic unsigned draining;
 	struct vsched_timer *timers[VSCHED__MAX_TIMERS];
 	unsigned ntimers;           /* under vm->lock */
 	_Atomic unsigned ntimers_pub;
@@ -273,6 +270,9 @@ struct vsched_vcpu {
 		_Atomic uint64_t event_kicks;    /* by vsched_vcpu_kick() */
 		_Atomic uint64_t event_wakeups;  /* by kicks, timer re-arms */
 		_Atomic uint64_t coalesced[VSCHED_MAX_KINDS]; /* by rank */
+		/* Payload posts between their count-in and their bit
+		 * (protocol.md "Destroy against a payload poster"). */
+		_Atomic uint32_t payload_posts;
 	} ps VSCHED__ALIGNED;
 
 	/* Written by the vCPU's thread only (relaxed load + store). */
@@ -393,6 +393,8 @@ int8_t vsched__post_rank_of(const struct vsched__table *t, unsigned kind);
 
 /* Hand every queued payload of the vCPU to the payload_drop callback. */
 void vsched__drain_payloads(struct vsched_vcpu *v);
+/* After DESTROYED is published: wait for the payload posts counted in. */
+void vsched__payload_quiesce(struct vsched_vcpu *v);
 
 /* The arch timebase's frequency in Hz (lib/timebase.c). Not built into the
  * library, which needs none: test_arch builds it to check the backends. */

@@ -238,26 +238,16 @@ int8_t vsched__post_rank_of(const struct vsched__table *t, unsigned kind)
 }
 
 /*
- * Hand every payload queued on a destroyed vCPU to payload_drop. Its
- * consumers (its destroy, the VM's destroy, and a payload post that found
- * it destroyed after queueing: vsched__post_rank()) take turns on
- * `draining`, so the queue keeps one consumer at a time. The dequeue waits
- * for a poster between its enqueue's tail exchange and its link (liburcu's
- * blocking dequeue): a non-blocking one stops there, and every payload
- * queued behind that poster's would stay until the VM's destroy.
+ * Hand every payload queued on a destroyed vCPU to payload_drop: its
+ * destroy's, after every payload post counted in has left
+ * (vsched__payload_quiesce()), so that every node queued is linked and a
+ * non-blocking dequeue finds them all; or the VM's destroy, with no other
+ * thread inside a call. One consumer either way.
  */
 void vsched__drain_payloads(struct vsched_vcpu *v)
 {
 	const struct vsched__table *t = &v->vm->table;
 	const struct vsched_host_ops *ops = &v->vm->ops;
-	unsigned idle = 0;
-
-	while (!atomic_compare_exchange_weak_explicit(&v->draining, &idle, 1,
-						      memory_order_acquire,
-						      memory_order_relaxed)) {
-		idle = 0;
-		sched_yield();
-	}
 
 	for (unsigned r = 0; r < t->nkinds; r++) {
 		const struct vsched__kind *k = &t->by_rank[r];
@@ -267,7 +257,10 @@ void vsched__drain_payloads(struct vsched_vcpu *v)
 		if (k->payload_slot < 0)
 			continue;
 		q = &v->queues[k->payload_slot];
-		while ((n = __cds_wfcq_dequeue_blocking(&q->head, &q->tail))) {
+		for (;;) {
+			n = __cds_wfcq_dequeue_nonblocking(&q->head, &q->tail);
+			if (!n || n == CDS_WFCQ_WOULDBLOCK)
+				break;
 			VSCHED__TSAN_ACQUIRE(n);
 			if (ops->payload_drop)
 				ops->payload_drop(v, k->kind,
@@ -275,7 +268,40 @@ void vsched__drain_payloads(struct vsched_vcpu *v)
 						  ops->ctx);
 		}
 	}
-	atomic_store_explicit(&v->draining, 0, memory_order_release);
+}
+
+/*
+ * protocol.md "Destroy against a payload poster". A payload post counts
+ * itself in before it queues and out after its bit, and re-reads the word
+ * in between (DESTROYED: refused, nothing queued); destroy publishes
+ * DESTROYED, then waits for the count to drain before it drains the
+ * queues. A Dekker pair, as the waker's callout (mode.h): either the post
+ * sees DESTROYED, or destroy sees it counted and waits until its node is
+ * linked. The count is on the posters' own line. test/model/payload.pml.
+ */
+static inline bool payload_begin(struct vsched_vcpu *v)
+{
+	atomic_fetch_add_explicit(&v->ps.payload_posts, 1, memory_order_seq_cst);
+	vsched__mb_after_rmw(); /* as vsched__callout_begin() */
+	if (vsched__mode_of(atomic_load_explicit(&v->mode, memory_order_seq_cst)) ==
+	    VSCHED_MODE_DESTROYED) {
+		atomic_fetch_sub_explicit(&v->ps.payload_posts, 1, memory_order_release);
+		return false;
+	}
+	return true;
+}
+
+static inline void payload_end(struct vsched_vcpu *v)
+{
+	VSCHED__TSAN_RELEASE(&v->ps.payload_posts); /* destroy's wait, for TSan */
+	atomic_fetch_sub_explicit(&v->ps.payload_posts, 1, memory_order_release);
+}
+
+void vsched__payload_quiesce(struct vsched_vcpu *v)
+{
+	while (atomic_load_explicit(&v->ps.payload_posts, memory_order_seq_cst))
+		sched_yield();
+	VSCHED__TSAN_ACQUIRE(&v->ps.payload_posts);
 }
 
 /* A post that set its bit and then read DESTROYED: refused, and the bit it
@@ -307,6 +333,8 @@ post_rank(struct vsched_vcpu *v, unsigned r, unsigned flags,
 		struct vsched__payload_queue *q =
 			&v->queues[v->vm->table.by_rank[r].payload_slot];
 		struct cds_wfcq_node *n = (struct cds_wfcq_node *)payload;
+		if (!payload_begin(v))
+			return VSCHED_EDESTROYED;
 		cds_wfcq_node_init(n);
 		VSCHED__TSAN_RELEASE(n);
 		cds_wfcq_enqueue(&q->head, &q->tail, n);
@@ -314,16 +342,10 @@ post_rank(struct vsched_vcpu *v, unsigned r, unsigned flags,
 	/* Dekker, poster side: the inline post's own sequence. */
 	old = vsched__post_bit(vsched__hot(v), bit, &m);
 	/* Destroyed meanwhile: refused as the inline post is, unless a
-	 * payload is queued already. That one is accepted, and handed back to
-	 * payload_drop before this returns: the destroy's drain may have run
-	 * before it was queued (vsched__drain_payloads()). */
-	if (VSCHED__UNLIKELY(vsched__mode_of(m) == VSCHED_MODE_DESTROYED)) {
-		if (!payload)
-			return refuse_dead(v, bit, old != 0);
-		vsched__drain_payloads(v);
-		*seen = m; /* not in the guest: no acknowledgement to wait for */
-		return 0;
-	}
+	 * payload is queued already (its destroy drains it once this post
+	 * has counted itself out: payload_drop hands it back). */
+	if (VSCHED__UNLIKELY(vsched__mode_of(m) == VSCHED_MODE_DESTROYED) && !payload)
+		return refuse_dead(v, bit, old != 0);
 	VSCHED__TRACE2(post, v->id, v->vm->table.by_rank[r].kind);
 	if (old & bit)
 		vsched__count_shared(&v->ps.coalesced[r]);
@@ -332,6 +354,8 @@ post_rank(struct vsched_vcpu *v, unsigned r, unsigned flags,
 	if (VSCHED__UNLIKELY(vsched__mode_of(m) == VSCHED_MODE_IN_GUEST ||
 			     vsched__mode_of(m) == VSCHED_MODE_BLOCKED))
 		vsched__kick_decide(v, &v->sl, NULL, m, flags | VSCHED__KD_POST);
+	if (payload)
+		payload_end(v);
 	*seen = m;
 	return 0;
 }

@@ -82,10 +82,8 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 		&v->mode, &m, vsched__mode_with(m, VSCHED_MODE_DESTROYED),
 		memory_order_seq_cst, memory_order_relaxed));
 	/* From here posts fail with VSCHED_EDESTROYED. A payload post that
-	 * passed its check just before may still queue its payload: its
-	 * post_bit then reads DESTROYED (or this CAS comes after it in the
-	 * total order, and the drain below sees the queued node), and it
-	 * drains the queue itself before it returns (vsched__post_rank()). */
+	 * counted itself in before this CAS may still be queueing its
+	 * payload: the drain below waits for it (vsched__payload_quiesce()). */
 	/* Inline posts take the slow path, which says VSCHED_EDESTROYED. */
 	for (unsigned k = 0; k < VSCHED_MAX_KINDS; k++)
 		atomic_store_explicit(&v->post_rank[k], -1, memory_order_relaxed);
@@ -103,6 +101,7 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 	 * fd number and no callback runs after destroy returned. */
 	vsched__sleeper_quiesce(&v->sl);
 	vsched__sleeper_fini(&v->sl);
+	vsched__payload_quiesce(v);
 	vsched__drain_payloads(v);
 	return 0;
 }

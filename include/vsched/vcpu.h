@@ -58,10 +58,9 @@ VSCHED_API int vsched_vcpu_create(struct vsched_vm *vm, unsigned id,
  * Destroy a vCPU: its mode becomes DESTROYED, later posts return
  * VSCHED_EDESTROYED, pending payloads go to the `payload_drop` callback and
  * its id may be reused. Every payload whose post returned 0 is handed back
- * once: by this call (which waits for a poster midway through queueing
- * one), or, for a post that raced the destroy and queued its payload after
- * it, by that post on its own thread before it returns (doc/protocol.md
- * "Destroy against a payload poster"). The memory stays valid until
+ * once, by this call: it waits for the payload posts that passed their
+ * check before it began (doc/protocol.md "Destroy against a payload
+ * poster"). The memory stays valid until
  * vsched_vm_destroy(), so a stale handle never touches freed memory. Other threads may still be
  * posting: a poster that won the vCPU's mode just before it became
  * DESTROYED may still be about to write its kick eventfd or call the `kick`
@@ -78,8 +77,8 @@ VSCHED_API int vsched_vcpu_create(struct vsched_vm *vm, unsigned id,
  * overwrite DESTROYED: refused with VSCHED_ESTATE, nothing changed. (A
  * destroy that races the owner's next call is outside this contract; a
  * block that then finds DESTROYED at its arm returns VSCHED_EDESTROYED.)
- * Syscalls: none of its own; sched_yield while a waker's callout drains
- * or another thread's drain of the payloads runs; close on the vCPU's fds.
+ * Syscalls: none of its own; sched_yield while a waker's callout or a
+ * payload post still runs; close on the vCPU's fds.
  * @return 0, VSCHED_EINVAL, VSCHED_ESTATE or VSCHED_EDESTROYED (destroyed
  * already).
  */

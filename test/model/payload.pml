@@ -2,45 +2,43 @@
  * SPDX-License-Identifier: MIT
  *
  * Spin model of a destroyed vCPU's payloads: vsched_vcpu_destroy() against
- * payload posters (lib/request.c post_rank() and vsched__drain_payloads(),
- * lib/vcpu.c vsched_vcpu_destroy()). Memory is sequentially consistent:
- * the poster's bit-then-mode and destroy's CAS-then-drain are the
- * store->load pair that kick.pml models with its fences.
+ * payload posters (lib/request.c post_rank(), payload_begin()/_end(),
+ * vsched__payload_quiesce(), vsched__drain_payloads(); lib/vcpu.c
+ * vsched_vcpu_destroy()): protocol.md "Destroy against a payload poster".
+ * Memory is sequentially consistent: the count-then-read of both sides is
+ * a store->load pair, as the callout's (destroy.pml's CALLOUT_NO_FENCE
+ * shows the fence it needs).
  *
  * The queue is liburcu's wfcq, as slots in enqueue order: an enqueue takes
- * the next slot by exchanging the tail (XCHG), then links it (LINKED); a
- * dequeue takes the slot at the head, which must be linked (a non-blocking
- * dequeue gives up at an unlinked one: every slot behind it waits; the
- * blocking one waits for the link), and a dequeue's read of the head and
- * its advance are separate steps (liburcu's __ dequeues need one consumer
- * at a time).
+ * the next slot by exchanging the tail (XCHG), then links it (LINKED). The
+ * drain's dequeue is the non-blocking one: it gives up at an unlinked slot,
+ * and every slot behind it stays.
  *
- * A poster checks the word (DESTROYED: refused, nothing queued), queues its
- * payload, sets its bit and reads the word (the post's barrier). It has
- * then accepted the payload (the post returns 0); if the word said
- * DESTROYED, it drains the queue itself before it returns. Destroy CASes
- * the word to DESTROYED and drains. Drains take turns on `draining`.
+ * A poster checks the word (a load: DESTROYED, refused), counts itself in,
+ * reads the word again (DESTROYED: counts out, refused, nothing queued),
+ * queues its payload, sets its bit, reads the word, and counts out; the
+ * post has accepted the payload (returns 0). Destroy CASes the word to
+ * DESTROYED, waits until no poster is counted in, and drains.
  *
  * Properties (assertions):
- *  - no slot is taken twice (one consumer at a time);
- *  - when destroy returns, every payload whose post read a live word has
- *    been handed to payload_drop (those posts never drain: the destroy's
- *    drain is their only way back before the VM's destroy);
+ *  - when destroy returns, every payload queued has been handed to
+ *    payload_drop, and no payload is queued after (a poster that counts
+ *    in after destroy's wait reads DESTROYED);
  *  - when everything has returned, every accepted payload has been
- *    handed back, once;
+ *    handed back, once, and no refused one;
  *  - no process is left waiting (Spin's invalid end states).
  *
  * Variants (each must fail):
- *   -DNONBLOCK_DRAIN  the drain's dequeue gives up at an unlinked slot (the
+ *   -DNO_QUIESCE      destroy drains without waiting for the count (the
  *                     code before session 21): a poster paused between
  *                     its exchange and its link strands the payloads
- *                     behind it past destroy's return
- *   -DNO_SELF_DRAIN   a post that read DESTROYED after queueing returns 0
- *                     and leaves its payload (the code before session
- *                     21): queued after the destroy's drain, nobody takes
- *                     it back
- *   -DNO_DRAIN_TURNS  drains without `draining`: a late poster's drain and
- *                     the destroy's take the same slot
+ *                     behind it, and one paused before its exchange
+ *                     queues after the drain
+ *   -DNO_RECHECK      the poster counts itself in but trusts its first
+ *                     check: counted in after destroy's wait, it queues
+ *                     after the drain
+ *   -DCOUNT_OUT_EARLY the poster counts out before it links its node:
+ *                     the drain meets the gap
  */
 
 #define NP 2             /* posters, one payload each */
@@ -58,76 +56,75 @@ byte q[NP];              /* slots in enqueue order */
 byte owner[NP];          /* the poster of each slot */
 byte qtail;              /* next slot to take */
 byte qhead;              /* next slot to dequeue */
-bit draining;
-bit destroy_returned;
+byte posts;              /* payload posts counted in */
 bit accepted[NP];        /* the post returned 0 */
-bit saw_live[NP];        /* its read of the word after queueing: not DESTROYED */
+bit queued[NP];          /* its node was queued */
 bit dropped[NP];         /* handed to payload_drop */
+bit destroy_done;        /* destroy returned */
 byte finished;           /* processes that returned */
-
-inline drain()
-{
-	byte h;
-#ifndef NO_DRAIN_TURNS
-	atomic { draining == 0 -> draining = 1 };
-#endif
-	do
-	:: h = qhead;
-		if
-		:: h == qtail -> break                   /* empty */
-		:: else -> skip
-		fi;
-#ifdef NONBLOCK_DRAIN
-		if
-		:: q[h] == XCHG -> break                 /* WOULDBLOCK */
-		:: else -> skip
-		fi;
-#else
-		(q[h] != XCHG);                          /* the blocking dequeue waits */
-#endif
-		atomic {
-			assert(q[h] == LINKED);          /* never taken twice */
-			q[h] = TAKEN;
-			dropped[owner[h]] = 1
-		};
-		qhead = h + 1
-	od;
-#ifndef NO_DRAIN_TURNS
-	draining = 0
-#endif
-}
 
 proctype poster(byte id)
 {
-	byte slot, m;
+	byte slot;
 
 	if
-	:: mode == DESTROYED -> goto out             /* refused */
+	:: mode == DESTROYED -> goto out             /* refused: the first check */
 	:: else -> skip
 	fi;
-	atomic { slot = qtail; qtail++; q[slot] = XCHG; owner[slot] = id };
-	q[slot] = LINKED;
-	m = mode;                                    /* after the bit's barrier */
+	posts++;                                     /* payload_begin(): count in, fence */
+#ifndef NO_RECHECK
 	if
-	:: m == DESTROYED ->
-#ifndef NO_SELF_DRAIN
-		drain();
-#endif
-		skip
-	:: else -> saw_live[id] = 1
+	:: mode == DESTROYED -> posts--; goto out    /* refused, nothing queued */
+	:: else -> skip
 	fi;
+#endif
+	atomic {
+		assert(!destroy_done);               /* never queued after destroy returned */
+		slot = qtail; qtail++; q[slot] = XCHG; owner[slot] = id; queued[id] = 1
+	};
+#ifdef COUNT_OUT_EARLY
+	posts--;
+#endif
+	q[slot] = LINKED;
+	skip;                                        /* the bit, its barrier, the word */
+#ifndef COUNT_OUT_EARLY
+	posts--;                                     /* payload_end() */
+#endif
 	accepted[id] = 1;
 out:	finished++
 }
 
 proctype destroyer()
 {
+	byte h;
+
 	atomic { mode == OUTSIDE -> mode = DESTROYED };
-	drain();
-	destroy_returned = 1;
-	/* Every post that read a live word has its payload back by now. */
-	assert(!saw_live[0] || dropped[0]);
-	assert(!saw_live[1] || dropped[1]);
+#ifndef NO_QUIESCE
+	(posts == 0);                                /* vsched__payload_quiesce() */
+#endif
+	do                                           /* vsched__drain_payloads() */
+	:: h = qhead;
+		if
+		:: h == qtail -> break                   /* empty */
+		:: else -> skip
+		fi;
+		if
+		:: q[h] == XCHG -> break                 /* WOULDBLOCK */
+		:: else ->
+			atomic {
+				assert(q[h] == LINKED);
+				q[h] = TAKEN;
+				dropped[owner[h]] = 1
+			};
+			qhead = h + 1
+		fi
+	od;
+	/* Everything queued is back (and nothing more will be queued: the
+	 * posters' assertion). */
+	atomic {
+		assert(queued[0] == dropped[0] && queued[1] == dropped[1]);
+		destroy_done = 1
+	};
 	finished++
 }
 
@@ -139,7 +136,7 @@ init
 		run destroyer()
 	};
 	(finished == NP + 1);
-	/* All returned: every accepted payload handed back, nothing else. */
+	/* All returned: every accepted payload handed back, once; none else. */
 	assert(accepted[0] == dropped[0]);
 	assert(accepted[1] == dropped[1])
 }

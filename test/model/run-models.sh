@@ -54,9 +54,9 @@ needskick.pml - pass
 needskick.pml HOOK_AFTER_RECHECK fail
 needskick.pml LOOK_AFTER_RECHECK fail
 payload.pml - pass
-payload.pml NONBLOCK_DRAIN fail
-payload.pml NO_SELF_DRAIN fail
-payload.pml NO_DRAIN_TURNS fail
+payload.pml NO_QUIESCE fail
+payload.pml NO_RECHECK fail
+payload.pml COUNT_OUT_EARLY fail
 PLAN
 
 while read -r model variant expect; do

@@ -125,6 +125,39 @@ static void test_blocked_no_wakeup_kind(void **state)
 	vsched_vm_destroy(vm);
 }
 
+static void clock_runs(struct fake_host *h)
+{
+	h->now += 1000;
+}
+
+/* A halt that the caller's deadline ended, with a NO_WAKEUP request found
+ * there, taught the policy nothing before the deadline's reason became
+ * VSCHED_WAKE_REQUEST, and teaches it nothing now: KVM's rule, which grows
+ * its window after a short halt it learns, keeps a 0 window (a review
+ * found it grown). */
+static void test_no_wakeup_at_deadline_not_learnt(void **state)
+{
+	struct fake_host h = { .on_wait = post_while_blocked, .on_clock = clock_runs };
+	struct vsched_host_ops ops;
+	struct vsched_poll_params pp;
+	(void)state;
+	struct vsched_vm *vm = vm_with_kinds(&h, &ops, 0);
+	struct vsched_vcpu *v = h.vcpu = make_vcpu(vm, 0);
+
+	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_KVM, 200000, &pp), 0);
+	assert_int_equal(vsched_vm_set_poll(vm, &pp), 0);
+	post_kind = K_NOWAKE;
+	for (unsigned i = 0; i < 4; i++) {
+		struct vsched_block_result res = { .size = sizeof(res) };
+		h.waits = 0;
+		assert_int_equal(vsched_vcpu_block_ex(v, h.now + 5000, &res),
+				 VSCHED_WAKE_REQUEST);
+		assert_int_equal(res.window_ns, 0);
+		assert_int_equal(vsched_service(v), 1);
+	}
+	vsched_vm_destroy(vm);
+}
+
 static int spurious_then_timeout(struct fake_host *h, uint32_t *word,
 				 uint32_t expected, uint64_t deadline)
 {
@@ -283,6 +316,7 @@ int main(void)
 		cmocka_unit_test(test_in_guest_kicked_once),
 		cmocka_unit_test(test_blocked_woken),
 		cmocka_unit_test(test_blocked_no_wakeup_kind),
+		cmocka_unit_test(test_no_wakeup_at_deadline_not_learnt),
 		cmocka_unit_test(test_block_spurious_and_signal),
 		cmocka_unit_test(test_polling_no_kick),
 		cmocka_unit_test(test_poll_window_expires_then_sleeps),

@@ -185,9 +185,10 @@ static void test_pass_delivers_what_was_queued(void **state)
 /*
  * liburcu's enqueue, interposed (the library calls it through the PLT): at
  * `pause_at` it stops once, as a preempted poster would, until released.
- * PAUSE_BEFORE: the post has passed its DESTROYED check, nothing is queued
- * yet. PAUSE_LINK: the node is the queue's tail, not yet linked, so every
- * node queued after it is behind a gap a non-blocking dequeue stops at.
+ * PAUSE_BEFORE: the post has counted itself in and passed its DESTROYED
+ * check, nothing is queued yet. PAUSE_LINK: the node is the queue's tail,
+ * not yet linked, so every node queued after it is behind a gap a
+ * non-blocking dequeue stops at.
  */
 enum { PAUSE_NONE, PAUSE_BEFORE, PAUSE_LINK };
 static atomic_int pause_at, paused, released;
@@ -219,93 +220,89 @@ struct late_post {
 	struct vsched_vcpu *v;
 	struct irq *q;
 	int rc;
-	unsigned dropped_at_return;
 };
 
 static void *late_poster(void *arg)
 {
 	struct late_post *lp = arg;
 	lp->rc = vsched_post_payload(lp->v, K_IRQ, &lp->q->node);
-	lp->dropped_at_return = dropped;
 	return NULL;
 }
 
+struct destroy_call {
+	struct vsched_vcpu *v;
+	int rc;
+	atomic_int returned;
+	unsigned dropped_at_return;
+};
+
 static void *destroyer(void *arg)
 {
-	return (void *)(intptr_t)vsched_vcpu_destroy(arg);
+	struct destroy_call *d = arg;
+	d->rc = vsched_vcpu_destroy(d->v);
+	d->dropped_at_return = dropped;
+	atomic_store(&d->returned, 1);
+	return NULL;
 }
 
-/* A destroy while a poster is between its enqueue's exchange and its link
- * hands back every payload accepted before it, those queued behind the
- * gap included (it waits for the link). Found by an outside trial: the
- * drain stopped at the gap, and the payloads behind it stayed until the
- * VM's destroy. */
-static void test_destroy_drains_past_a_midway_enqueue(void **state)
+/* A poster paused at `where` inside its enqueue (counted in: it passed
+ * the destroy check), `extra` payloads posted behind it, then a destroy on
+ * another thread: the destroy does not return while the poster is paused,
+ * and when it returns every accepted payload has gone to payload_drop;
+ * the paused post returns 0 and hands back nothing more. */
+static void destroy_against_paused_poster(int where, unsigned extra)
 {
 	struct irq q[9] = { 0 };
 	struct vsched_host_ops ops = { .payload_drop = drop };
 	struct late_post lp = { 0 };
-	pthread_t b, d;
-	void *drc;
-	(void)state;
+	struct destroy_call d = { 0 };
+	pthread_t b, t;
 	struct vsched_vm *vm = make_vm(&ops, 0);
 	declare(vm, K_IRQ, "irq", 1, VSCHED_REQ_PAYLOAD, on_irq, NULL, 0);
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);
-	lp.v = make_vcpu(vm, 0);
+	lp.v = d.v = make_vcpu(vm, 0);
 	lp.q = &q[0];
 	dropped = 0;
 	atomic_store(&paused, 0);
 	atomic_store(&released, 0);
-	atomic_store(&pause_at, PAUSE_LINK);
+	atomic_store(&pause_at, where);
 	assert_int_equal(pthread_create(&b, NULL, late_poster, &lp), 0);
 	while (!atomic_load(&paused))
 		usleep(100);
-	for (unsigned i = 1; i < 9; i++)
+	for (unsigned i = 1; i <= extra; i++)
 		assert_int_equal(vsched_post_payload(lp.v, K_IRQ, &q[i].node), 0);
-	assert_int_equal(pthread_create(&d, NULL, destroyer, lp.v), 0);
-	usleep(20000); /* the destroy meets the gap (or not yet: either way) */
+	assert_int_equal(pthread_create(&t, NULL, destroyer, &d), 0);
+	usleep(20000);
+	/* Not a timing claim: it cannot return while the poster is paused. */
+	assert_int_equal(atomic_load(&d.returned), 0);
 	atomic_store(&released, 1);
-	assert_int_equal(pthread_join(d, &drc), 0);
-	assert_int_equal((intptr_t)drc, 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(d.rc, 0);
+	assert_int_equal(d.dropped_at_return, extra + 1);
 	assert_int_equal(pthread_join(b, NULL), 0);
 	assert_int_equal(lp.rc, 0);
-	assert_int_equal(dropped, 9); /* all of them, before the VM's destroy */
+	assert_int_equal(dropped, extra + 1);
 	vsched_vm_destroy(vm);
-	assert_int_equal(dropped, 9);
+	assert_int_equal(dropped, extra + 1); /* nothing left for the VM */
 }
 
-/* A payload post that passed its DESTROYED check before the destroy and
- * queues its payload after the destroy's drain is accepted (its payload is
- * queued) and hands the payload to payload_drop itself before it returns.
- * Before: accepted, and left queued on the dead vCPU until the VM's
- * destroy. */
+/* Paused between its tail exchange and its link, with payloads queued
+ * behind the gap. Found by an outside trial: the destroy's drain stopped
+ * at the gap and returned, and the payloads behind it stayed until the
+ * VM's destroy. */
+static void test_destroy_drains_past_a_midway_enqueue(void **state)
+{
+	(void)state;
+	destroy_against_paused_poster(PAUSE_LINK, 8);
+}
+
+/* Paused before anything is queued (its check passed). Before: the
+ * destroy's drain found nothing and returned, and the payload queued after
+ * it stayed on the dead vCPU until the VM's destroy. */
 static void test_late_payload_post_handed_back(void **state)
 {
-	struct irq q[1] = { 0 };
-	struct vsched_host_ops ops = { .payload_drop = drop };
-	struct late_post lp = { 0 };
-	pthread_t b;
 	(void)state;
-	struct vsched_vm *vm = make_vm(&ops, 0);
-	declare(vm, K_IRQ, "irq", 1, VSCHED_REQ_PAYLOAD, on_irq, NULL, 0);
-	assert_int_equal(vsched_request_finalize(vm, 0), 0);
-	lp.v = make_vcpu(vm, 0);
-	lp.q = &q[0];
-	dropped = 0;
-	atomic_store(&paused, 0);
-	atomic_store(&released, 0);
-	atomic_store(&pause_at, PAUSE_BEFORE);
-	assert_int_equal(pthread_create(&b, NULL, late_poster, &lp), 0);
-	while (!atomic_load(&paused))
-		usleep(100);
-	assert_int_equal(vsched_vcpu_destroy(lp.v), 0);
-	assert_int_equal(dropped, 0); /* nothing was queued yet */
-	atomic_store(&released, 1);
-	assert_int_equal(pthread_join(b, NULL), 0);
-	assert_int_equal(lp.rc, 0);
-	assert_int_equal(lp.dropped_at_return, 1);
-	vsched_vm_destroy(vm);
-	assert_int_equal(dropped, 1);
+	destroy_against_paused_poster(PAUSE_BEFORE, 0);
 }
 
 int main(void)
