@@ -113,14 +113,19 @@ vcpu_begin(const struct target *t)
 
 	/* The blocking hook covers the whole poll window. */
 	if (ops->blocking) {
+		const uint32_t before = atomic_load_explicit(&t->vcpu->mode,
+							     memory_order_relaxed);
 		ops->blocking(t->vcpu, ops->ctx);
 		/* A hook that entered the guest (vsched_vcpu_enter() reads
-		 * only the mode word, which says OUTSIDE_GUEST here): the
-		 * poll window's stores would overwrite IN_GUEST. Refused as
-		 * a block in guest mode is; the mode stays the hook's. */
-		uint32_t m = atomic_load_explicit(&t->vcpu->mode, memory_order_relaxed);
-		if (VSCHED__UNLIKELY(vsched__mode_of(m) != VSCHED_MODE_OUTSIDE_GUEST))
-			return vsched__allowed(VSCHED__C_VCPU_BLOCK, m);
+		 * only the mode word, which says OUTSIDE_GUEST here), or
+		 * entered and left it (a new entry generation): the poll
+		 * window's stores would overwrite the word. Refused, the word
+		 * left as the hook made it. Nothing else changes the word
+		 * of a vCPU outside the guest but a destroy. */
+		const uint32_t m = atomic_load_explicit(&t->vcpu->mode, memory_order_relaxed);
+		if (VSCHED__UNLIKELY(m != before))
+			return vsched__mode_of(m) == VSCHED_MODE_DESTROYED ? VSCHED_EDESTROYED
+									   : VSCHED_ESTATE;
 	}
 	if (atomic_load_explicit(&t->vcpu->ntimers_pub, memory_order_relaxed))
 		vsched_vcpu_fire_timers(t->vcpu); /* expired timers post now */
@@ -249,6 +254,7 @@ struct halt {
 	bool attempted, waited, vetoed;
 	bool contended;      /* the contention back-off skipped or cut the poll */
 	bool at_deadline;    /* the sleep ended at the caller's deadline */
+	bool refused;        /* begin() refused the block: no halt happened */
 };
 
 /* Start a halt: the policy, the runnable count, the first look. Returns a
@@ -280,8 +286,10 @@ first_look(const struct target_ops *op, const struct target *t,
 	hl->t0 = hl->poll_end = ops->now_ns(ops->ctx);
 	VSCHED__TRACE2(block_begin, t->id, hl->deadline);
 	reason = op->begin(t);
-	if (VSCHED__UNLIKELY(reason))
+	if (VSCHED__UNLIKELY(reason)) {
+		hl->refused = true;
 		return reason;
+	}
 	reason = op->ready(t);
 	if (reason || hl->deadline > hl->t0)
 		return reason;
@@ -715,7 +723,8 @@ account(const struct target_ops *op, const struct target *t,
 	s->lesson_halt_ns = halt_ns;
 	s->lesson_valid = valid;
 	s->lesson_wake_ns = res->wake_ns;
-	s->lesson_pending = reason != VSCHED_WAKE_DEADLINE && !hl->at_deadline;
+	s->lesson_pending = reason != VSCHED_WAKE_DEADLINE && !hl->at_deadline &&
+			    !hl->refused;
 	if (won)
 		VSCHED__TRACE2(poll_won, t->id, pns);
 	else if (hl->attempted)

@@ -133,6 +133,13 @@ static void deliver_payloads(struct vsched_vcpu *v, unsigned r,
 	 * next call delivers it. */
 	struct cds_wfcq_node *last = __atomic_load_n(&q->tail.p, __ATOMIC_ACQUIRE);
 
+	/* Empty then (the tail is the queue's own node, which no dequeue
+	 * returns, so it could never end the pass): the bit was a poster's
+	 * whose node an earlier pass delivered, or one that queues now and
+	 * will set it again. */
+	if (last == &q->head.node)
+		return;
+
 	for (;;) {
 		/* Single consumer (this thread). WOULDBLOCK means a poster is
 		 * between its enqueue and its bit: it sets the bit after, so

@@ -79,7 +79,10 @@ struct vsched_host_ops {
 	 * return VSCHED_ESTATE (the vCPU stays in guest mode). Default: nothing.
 	 */
 	void (*blocking)(struct vsched_vcpu *vcpu, void *ctx);
-	/** Arch `unblocking` hook: runs on every path out of the block. */
+	/** Arch `unblocking` hook: runs on every path out of the block.
+	 * Context: the vCPU's thread, still inside the block:
+	 * vsched_service(), vsched_vcpu_block() and vsched_vcpu_destroy()
+	 * refuse it with VSCHED_ESTATE; do not enter the guest from it. */
 	void (*unblocking)(struct vsched_vcpu *vcpu, void *ctx);
 	/**
 	 * Arch pending-event check, polled with the requests: true when the

@@ -125,12 +125,15 @@ static void *block_forever(void *arg)
 }
 
 static int hook_mode, hook_rc, handled;
-enum { HOOK_ENTER = 1, HOOK_SERVICE };
+enum { HOOK_ENTER = 1, HOOK_ENTER_EXIT, HOOK_SERVICE };
 
 static void misusing_hook(struct vsched_vcpu *v, void *ctx)
 {
 	(void)ctx;
-	hook_rc = hook_mode == HOOK_ENTER ? vsched_vcpu_enter(v) : vsched_service(v);
+	if (hook_mode == HOOK_SERVICE)
+		hook_rc = vsched_service(v);
+	else if ((hook_rc = vsched_vcpu_enter(v)) == 0 && hook_mode == HOOK_ENTER_EXIT)
+		hook_rc = vsched_vcpu_exit(v);
 }
 
 static void count_handled(struct vsched_vcpu *v, unsigned kind,
@@ -155,6 +158,7 @@ static void test_blocking_hook_cannot_enter_or_service(void **state)
 	(void)state;
 	for (unsigned poll = 0; poll < 2; poll++) {
 		struct vsched_host_ops ops = { .blocking = misusing_hook };
+		struct vsched_vcpu_stats st = { .size = sizeof(st) };
 		struct vsched_vm *vm = make_vm(&ops, poll ? 1000000 : 0);
 		declare(vm, 1, "req", 1, 0, count_handled, NULL, 0);
 		assert_int_equal(vsched_request_finalize(vm, 0), 0);
@@ -167,6 +171,16 @@ static void test_blocking_hook_cannot_enter_or_service(void **state)
 		assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_IN_GUEST);
 		assert_int_equal(vsched_vcpu_exit(v), 0);
 		assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_OUTSIDE_GUEST);
+
+		/* In and out again: a new entry generation, which the poll
+		 * window's stores would have put back (a review found it). */
+		hook_mode = HOOK_ENTER_EXIT;
+		assert_int_equal(vsched_vcpu_block(v, vsched_deadline_in(vm, 2000000)),
+				 VSCHED_ESTATE);
+		assert_int_equal(hook_rc, 0);
+		assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_OUTSIDE_GUEST);
+		assert_int_equal(vsched_vcpu_read_stats(v, &st), 0);
+		assert_int_equal(st.entries, 2);
 
 		hook_mode = HOOK_SERVICE;
 		handled = 0;

@@ -158,6 +158,73 @@ static void test_no_wakeup_at_deadline_not_learnt(void **state)
 	vsched_vm_destroy(vm);
 }
 
+/* A sleep that a post ends 20 us in (the fake clock's). */
+static int woken_after_20us(struct fake_host *h, uint32_t *word, uint32_t expected,
+			    uint64_t deadline)
+{
+	(void)word;
+	(void)expected;
+	(void)deadline;
+	h->now += 20000;
+	assert_int_equal(vsched_post(h->vcpu, K_REQ), 0);
+	return 0;
+}
+
+static bool hook_armed;
+static void enter_exit_hook(struct vsched_vcpu *v, void *ctx)
+{
+	(void)ctx;
+	if (!hook_armed)
+		return;
+	hook_armed = false;
+	assert_int_equal(vsched_vcpu_enter(v), 0);
+	assert_int_equal(vsched_vcpu_exit(v), 0);
+}
+
+/* KVM's window after `n` halts woken 20 us in, with a block that its
+ * blocking hook makes refused (VSCHED_ESTATE) before the last if
+ * `refused`. */
+static uint64_t window_after(struct vsched_vm *vm, struct fake_host *h, unsigned id,
+			     unsigned n, bool refused)
+{
+	struct vsched_block_result res = { .size = sizeof(res) };
+	struct vsched_vcpu *v = h->vcpu = make_vcpu(vm, id);
+
+	for (unsigned i = 0; i < n; i++) {
+		if (refused && i == n - 1) {
+			hook_armed = true;
+			assert_int_equal(vsched_vcpu_block(v, VSCHED_DEADLINE_NONE),
+					 VSCHED_ESTATE);
+		}
+		assert_int_equal(vsched_vcpu_block_ex(v, VSCHED_DEADLINE_NONE, &res),
+				 VSCHED_WAKE_REQUEST);
+		assert_int_equal(vsched_service(v), 1);
+	}
+	return res.window_ns;
+}
+
+/* A block refused because its blocking hook entered and left the guest
+ * was no halt: the policy learns nothing from it (a review found KVM's
+ * window shrunk by it, as by an invalid wakeup). */
+static void test_refused_block_not_learnt(void **state)
+{
+	struct fake_host h = { .on_wait = woken_after_20us, .on_clock = clock_runs };
+	struct vsched_host_ops ops = fake_ops(&h);
+	struct vsched_poll_params pp;
+	(void)state;
+	ops.blocking = enter_exit_hook;
+	struct vsched_vm *vm = make_vm(&ops, 0);
+	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	assert_int_equal(vsched_poll_defaults(VSCHED_POLL_KVM, 200000, &pp), 0);
+	assert_int_equal(vsched_vm_set_poll(vm, &pp), 0);
+
+	const uint64_t plain = window_after(vm, &h, 0, 4, false);
+	assert_true(plain > 0); /* the halts taught it to poll */
+	assert_int_equal(window_after(vm, &h, 1, 4, true), plain);
+	vsched_vm_destroy(vm);
+}
+
 static int spurious_then_timeout(struct fake_host *h, uint32_t *word,
 				 uint32_t expected, uint64_t deadline)
 {
@@ -317,6 +384,7 @@ int main(void)
 		cmocka_unit_test(test_blocked_woken),
 		cmocka_unit_test(test_blocked_no_wakeup_kind),
 		cmocka_unit_test(test_no_wakeup_at_deadline_not_learnt),
+		cmocka_unit_test(test_refused_block_not_learnt),
 		cmocka_unit_test(test_block_spurious_and_signal),
 		cmocka_unit_test(test_polling_no_kick),
 		cmocka_unit_test(test_poll_window_expires_then_sleeps),

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Payload requests: exactly once, FIFO per poster, under concurrent posters;
  * payloads of a destroyed vCPU handed back through payload_drop. */
+#define _GNU_SOURCE /* RTLD_NEXT */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -188,9 +190,10 @@ static void test_pass_delivers_what_was_queued(void **state)
  * PAUSE_BEFORE: the post has counted itself in and passed its DESTROYED
  * check, nothing is queued yet. PAUSE_LINK: the node is the queue's tail,
  * not yet linked, so every node queued after it is behind a gap a
- * non-blocking dequeue stops at.
+ * non-blocking dequeue stops at. PAUSE_LINKED: queued and linked, its bit
+ * not set yet.
  */
-enum { PAUSE_NONE, PAUSE_BEFORE, PAUSE_LINK };
+enum { PAUSE_NONE, PAUSE_BEFORE, PAUSE_LINK, PAUSE_LINKED };
 static atomic_int pause_at, paused, released;
 
 static void maybe_pause(int where)
@@ -213,7 +216,25 @@ bool cds_wfcq_enqueue(cds_wfcq_head_ptr_t head, struct cds_wfcq_tail *tail,
 	old = __atomic_exchange_n(&tail->p, node, __ATOMIC_SEQ_CST);
 	maybe_pause(PAUSE_LINK);
 	__atomic_store_n(&old->next, node, __ATOMIC_RELEASE);
+	maybe_pause(PAUSE_LINKED);
 	return old != &head._h->node;
+}
+
+/* liburcu's non-blocking dequeue, interposed: armed, its next call first
+ * posts `dq_node` (a poster landing just before the dequeue). */
+static atomic_int post_on_dequeue;
+static struct vsched_vcpu *dq_vcpu;
+static struct irq dq_node;
+
+struct cds_wfcq_node *__cds_wfcq_dequeue_nonblocking(cds_wfcq_head_ptr_t head,
+						     struct cds_wfcq_tail *tail)
+{
+	static struct cds_wfcq_node *(*real)(cds_wfcq_head_ptr_t, struct cds_wfcq_tail *);
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "__cds_wfcq_dequeue_nonblocking");
+	if (atomic_exchange(&post_on_dequeue, 0))
+		assert_int_equal(vsched_post_payload(dq_vcpu, K_IRQ, &dq_node.node), 0);
+	return real(head, tail);
 }
 
 struct late_post {
@@ -305,12 +326,68 @@ static void test_late_payload_post_handed_back(void **state)
 	destroy_against_paused_poster(PAUSE_BEFORE, 0);
 }
 
+static unsigned repost_calls;
+static void on_repost(struct vsched_vcpu *v, unsigned kind,
+		      struct vsched_payload *p, void *arg)
+{
+	(void)arg;
+	if (p == &dq_node.node && ++repost_calls < 50)
+		assert_int_equal(vsched_post_payload(v, kind, p), 0); /* again */
+}
+
+static void *post_one(void *arg)
+{
+	struct late_post *lp = arg;
+	lp->rc = vsched_post_payload(lp->v, K_IRQ, &lp->q->node);
+	return NULL;
+}
+
+/* A pass that finds its kind's queue empty when it begins delivers
+ * nothing. A review found the bound lost there: the queue's own node, the
+ * tail of an empty queue, is never dequeued, so a payload queued right
+ * after the tail was read (here: by the interposed dequeue) made the pass
+ * run until its handler stopped re-posting. The state (the bit set, the
+ * queue empty) is that of a poster whose node an earlier pass delivered
+ * before the poster set its bit. */
+static void test_pass_from_empty_queue_bounded(void **state)
+{
+	struct irq q[2] = { 0 };
+	struct late_post lp = { 0 };
+	pthread_t b;
+	(void)state;
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	declare(vm, K_IRQ, "irq", 1, VSCHED_REQ_PAYLOAD, on_repost, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	lp.v = dq_vcpu = make_vcpu(vm, 0);
+	lp.q = &q[0];
+	atomic_store(&paused, 0);
+	atomic_store(&released, 0);
+	atomic_store(&pause_at, PAUSE_LINKED);
+	assert_int_equal(pthread_create(&b, NULL, post_one, &lp), 0);
+	while (!atomic_load(&paused))
+		usleep(100);
+	/* Another payload sets the bit; the pass delivers both. */
+	assert_int_equal(vsched_post_payload(lp.v, K_IRQ, &q[1].node), 0);
+	assert_int_equal(vsched_service(lp.v), 1);
+	atomic_store(&released, 1);
+	assert_int_equal(pthread_join(b, NULL), 0);
+	assert_int_equal(lp.rc, 0); /* its bit is set now, its node gone */
+
+	repost_calls = 0;
+	atomic_store(&post_on_dequeue, 1);
+	assert_int_equal(vsched_service(lp.v), 1); /* the kind, with nothing to give */
+	assert_true(repost_calls <= 1);
+	atomic_store(&post_on_dequeue, 0);
+	assert_int_equal(vsched_vm_destroy(vm), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_payload_exactly_once_fifo),
 		cmocka_unit_test(test_destroy_drops_payloads),
 		cmocka_unit_test(test_pass_delivers_what_was_queued),
+		cmocka_unit_test(test_pass_from_empty_queue_bounded),
 		cmocka_unit_test(test_destroy_drains_past_a_midway_enqueue),
 		cmocka_unit_test(test_late_payload_post_handed_back),
 	};
