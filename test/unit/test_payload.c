@@ -250,6 +250,17 @@ static void *late_poster(void *arg)
 	return NULL;
 }
 
+/* lp's post on a thread of its own, returned paused at `where`. */
+static void start_paused_poster(struct late_post *lp, int where, pthread_t *b)
+{
+	atomic_store(&paused, 0);
+	atomic_store(&released, 0);
+	atomic_store(&pause_at, where);
+	assert_int_equal(pthread_create(b, NULL, late_poster, lp), 0);
+	while (!atomic_load(&paused))
+		usleep(100);
+}
+
 struct destroy_call {
 	struct vsched_vcpu *v;
 	int rc;
@@ -284,12 +295,7 @@ static void destroy_against_paused_poster(int where, unsigned extra)
 	lp.v = d.v = make_vcpu(vm, 0);
 	lp.q = &q[0];
 	dropped = 0;
-	atomic_store(&paused, 0);
-	atomic_store(&released, 0);
-	atomic_store(&pause_at, where);
-	assert_int_equal(pthread_create(&b, NULL, late_poster, &lp), 0);
-	while (!atomic_load(&paused))
-		usleep(100);
+	start_paused_poster(&lp, where, &b);
 	for (unsigned i = 1; i <= extra; i++)
 		assert_int_equal(vsched_post_payload(lp.v, K_IRQ, &q[i].node), 0);
 	assert_int_equal(pthread_create(&t, NULL, destroyer, &d), 0);
@@ -335,13 +341,6 @@ static void on_repost(struct vsched_vcpu *v, unsigned kind,
 		assert_int_equal(vsched_post_payload(v, kind, p), 0); /* again */
 }
 
-static void *post_one(void *arg)
-{
-	struct late_post *lp = arg;
-	lp->rc = vsched_post_payload(lp->v, K_IRQ, &lp->q->node);
-	return NULL;
-}
-
 /* A pass that finds its kind's queue empty when it begins delivers
  * nothing. A review found the bound lost there: the queue's own node, the
  * tail of an empty queue, is never dequeued, so a payload queued right
@@ -360,12 +359,7 @@ static void test_pass_from_empty_queue_bounded(void **state)
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);
 	lp.v = dq_vcpu = make_vcpu(vm, 0);
 	lp.q = &q[0];
-	atomic_store(&paused, 0);
-	atomic_store(&released, 0);
-	atomic_store(&pause_at, PAUSE_LINKED);
-	assert_int_equal(pthread_create(&b, NULL, post_one, &lp), 0);
-	while (!atomic_load(&paused))
-		usleep(100);
+	start_paused_poster(&lp, PAUSE_LINKED, &b);
 	/* Another payload sets the bit; the pass delivers both. */
 	assert_int_equal(vsched_post_payload(lp.v, K_IRQ, &q[1].node), 0);
 	assert_int_equal(vsched_service(lp.v), 1);
