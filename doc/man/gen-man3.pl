@@ -201,7 +201,7 @@ sub body {
 	return @r;
 }
 
-sub sentences { my ($t) = @_; $t =~ s/\s+/ /g; return split /(?<=[.;])\s+(?=[A-Z])/, $t; }
+sub sentences { my ($t) = @_; $t =~ s/\s+/ /g; return split /(?<=[.;])\s+(?=[A-Z`])/, $t; }
 
 # Split a comment into description, @param list, return value and
 # context. Within a paragraph, "@return", "@param" and "Context:" each run

@@ -254,8 +254,9 @@ VSCHED_API int vsched_kvm_retract_irq(struct vsched_kvm_vcpu *kv,
 VSCHED_API int vsched_kvm_queue_nmi(struct vsched_kvm_vcpu *kv);
 
 /**
- * True when an interrupt is queued and not yet injected, or an NMI was
- * queued since the last entry; false for NULL. vCPU thread.
+ * Whether the guest is owed an interrupt. vCPU thread.
+ * @return true when an interrupt is queued and not yet injected, or an NMI
+ * was queued since the last entry; false otherwise and for NULL.
  */
 VSCHED_API bool vsched_kvm_irq_owed(const struct vsched_kvm_vcpu *kv);
 

@@ -184,8 +184,9 @@ enum vsched_stats_format {
 };
 
 /**
- * Write a snapshot of a vCPU's statistics, naming per-kind values by the
- * request kind's name and skipping zero histogram buckets and kinds.
+ * Write a snapshot of a vCPU's statistics as text or JSON. Per-kind
+ * values are named by the request kind's name; zero histogram buckets and
+ * kinds are skipped.
  * `format` is an enum vsched_stats_format: VSCHED_STATS_TEXT or
  * VSCHED_STATS_JSON. The stream is flushed, so that a failed write is this
  * call's error.

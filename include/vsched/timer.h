@@ -296,8 +296,8 @@ VSCHED_API int vsched_timer_service_run(struct vsched_timer_service *s);
 /** Make run() return. Any thread. @return 0 or VSCHED_EINVAL. */
 VSCHED_API int vsched_timer_service_stop(struct vsched_timer_service *s);
 /**
- * Destroy (after run() returned; before vsched_vm_destroy(), which
- * otherwise does it). Waits for an RCU grace period.
+ * Destroy a timer service after its run() returned, before
+ * vsched_vm_destroy() (which otherwise does it). Waits for an RCU grace period.
  * @return 0, VSCHED_EINVAL, or VSCHED_ESTATE (run() is active: stop it and
  * join its thread first; refused, nothing freed). Context: not from an
  * arm's caller holding an RCU read lock of liburcu-bp. Syscalls: the grace period's (liburcu-bp's
