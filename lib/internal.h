@@ -68,10 +68,11 @@ struct vsched__late {
 
 /* A request flag's rules, in one place: every flag a kind may declare is
  * either one the inline post handles (NO_WAKEUP: the kick decision reads
- * it) or one that sends every post of the kind to the library (WAIT waits
+ * it; RERAISE: only the table's validation reads it, a post ignores it)
+ * or one that sends every post of the kind to the library (WAIT waits
  * for an acknowledgement, PAYLOAD queues a node): vsched__post_rank_of().
  * A new flag goes into exactly one of the two, or the assert fails. */
-#define VSCHED__REQ_INLINE_FLAGS VSCHED_REQ_NO_WAKEUP
+#define VSCHED__REQ_INLINE_FLAGS (VSCHED_REQ_NO_WAKEUP | VSCHED_REQ_RERAISE)
 #define VSCHED__REQ_SLOW_FLAGS (VSCHED_REQ_WAIT | VSCHED_REQ_PAYLOAD)
 #define VSCHED__REQ_FLAGS (VSCHED__REQ_INLINE_FLAGS | VSCHED__REQ_SLOW_FLAGS)
 _Static_assert(!(VSCHED__REQ_INLINE_FLAGS & VSCHED__REQ_SLOW_FLAGS),
@@ -277,6 +278,10 @@ struct vsched_vcpu {
 
 	/* Written by the vCPU's thread only (relaxed load + store). */
 	struct vsched__sleeper sl;
+	/* Inside vsched_service()'s pass: its handlers (and the timer
+	 * filter's host callback) run. What a pass forbids is refused
+	 * while it is set: a nested pass, destroying the VM. */
+	_Atomic bool in_service;
 	struct {
 		_Atomic uint64_t cancelled_entries;
 		_Atomic uint64_t serviced[VSCHED_MAX_KINDS];  /* by rank */

@@ -75,12 +75,21 @@ static int table_fail(struct vsched__table *t, int err, unsigned k, unsigned r)
 	return err;
 }
 
+/* A kind's may-raise set without its own bit when VSCHED_REQ_RERAISE
+ * declares the self-edge: the one edge a pass leaves to the next call. */
+static uint64_t may_raise_others(const struct vsched__kind *k)
+{
+	uint64_t self = k->flags & VSCHED_REQ_RERAISE ? VSCHED_KIND_BIT(k->kind) : 0;
+
+	return k->may_raise & ~self;
+}
+
 /* Depth-first search for a cycle in the may-raise graph. colour: 0 white,
  * 1 on the current path, 2 done. Returns 1 and the closing edge on a cycle. */
 static int find_cycle(const struct vsched__table *t, unsigned u, uint8_t *colour,
 		      unsigned *from, unsigned *to)
 {
-	uint64_t next = t->by_kind[u].may_raise;
+	uint64_t next = may_raise_others(&t->by_kind[u]);
 
 	colour[u] = 1;
 	while (next) {
@@ -145,7 +154,7 @@ static int finalize_locked(struct vsched__table *t, unsigned flags)
 
 	if (!(flags & VSCHED_FINALIZE_ALLOW_LATE_RAISE)) {
 		for (unsigned r = 0; r < n; r++) {
-			uint64_t m = t->by_kind[order[r]].may_raise;
+			uint64_t m = may_raise_others(&t->by_kind[order[r]]);
 			for (; m; m &= m - 1) {
 				unsigned raised = (unsigned)__builtin_ctzll(m);
 				if ((unsigned)t->rank_of[raised] <= r) {
@@ -170,7 +179,9 @@ static int finalize_locked(struct vsched__table *t, unsigned flags)
 		};
 	}
 	t->err = 0;
-	t->finalized = true;
+	/* Release: a lock-free reader (vsched_broadcast()) that sees it
+	 * sees the ranks above. */
+	__atomic_store_n(&t->finalized, true, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -333,6 +344,11 @@ post_rank(struct vsched_vcpu *v, unsigned r, unsigned flags,
 		struct vsched__payload_queue *q =
 			&v->queues[v->vm->table.by_rank[r].payload_slot];
 		struct cds_wfcq_node *n = (struct cds_wfcq_node *)payload;
+		/* The node queued last, posted again: its re-init would cut
+		 * the queue behind it (request.h). The one re-post a load
+		 * can see; a node queued further up is not. */
+		if (VSCHED__UNLIKELY(__atomic_load_n(&q->tail.p, __ATOMIC_RELAXED) == n))
+			return VSCHED_EINVAL;
 		if (!payload_begin(v))
 			return VSCHED_EDESTROYED;
 		cds_wfcq_node_init(n);
@@ -448,6 +464,11 @@ int vsched_broadcast(struct vsched_vm *vm, const uint64_t *set, unsigned nbits,
 
 	if (!vm)
 		return VSCHED_EINVAL;
+	/* Before finalisation the ranks are being written (a declared kind
+	 * has none yet): not ERANGE, which says "not declared". Acquire:
+	 * pairs with finalize's release. */
+	if (!__atomic_load_n(&vm->table.finalized, __ATOMIC_ACQUIRE))
+		return VSCHED_ENOTFINAL;
 	rc = lookup(vm, kind, &r);
 	if (rc)
 		return rc;

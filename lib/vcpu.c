@@ -201,6 +201,12 @@ int vsched__service_slow(struct vsched_vcpu *v)
 	 * word still OUTSIDE_GUEST): handlers inside a block. */
 	if (VSCHED__UNLIKELY(atomic_load_explicit(&v->sl.in_engine, memory_order_relaxed)))
 		return VSCHED_ESTATE;
+	/* Nor from a handler of a pass (a nested pass would run earlier
+	 * kinds inside a later kind's handler and take the payload pass's
+	 * bound), nor from another thread during one. */
+	if (VSCHED__UNLIKELY(atomic_load_explicit(&v->in_service, memory_order_relaxed)))
+		return VSCHED_ESTATE;
+	atomic_store_explicit(&v->in_service, true, memory_order_relaxed);
 	d = v->vm->table.disp;
 	/* One pass in rank order: after servicing rank r, look only at ranks
 	 * above r. A handler that raises a later kind is serviced in this
@@ -219,9 +225,24 @@ int vsched__service_slow(struct vsched_vcpu *v)
 			service_special(v, r);
 		else if (k->handler)
 			k->handler(v, k->kind, NULL, k->arg);
+		/* A handler that destroyed its vCPU (hot-unplug) ends the
+		 * pass: no handler runs on a destroyed vCPU. One that
+		 * entered the guest (vsched_vcpu_enter() from a handler
+		 * returns 0: its inline fast path cannot know) ends it too,
+		 * refused after the fact: the later handlers would run in
+		 * guest mode. The word stays as the handler left it (the
+		 * caller exits), the later kinds pending. One load of the hot
+		 * line the pass writes anyway. */
+		m = vsched__mode_of(atomic_load_explicit(&v->mode, memory_order_relaxed));
+		if (VSCHED__UNLIKELY(m != VSCHED_MODE_OUTSIDE_GUEST)) {
+			if (m != VSCHED_MODE_DESTROYED)
+				n = VSCHED_ESTATE;
+			break;
+		}
 		/* The ranks above r (none after 63). */
 		w = atomic_load_explicit(&v->pending, memory_order_relaxed) &
 		    (~UINT64_C(1) << r);
 	} while (w);
+	atomic_store_explicit(&v->in_service, false, memory_order_relaxed);
 	return n;
 }

@@ -110,13 +110,21 @@ int vsched_vm_destroy(struct vsched_vm *vm)
 	/* Nor while a vCPU's thread is inside vsched_vcpu_block() (asleep,
 	 * polling or in a hook), as vsched_vcpu_destroy() refuses: freed, it
 	 * would sleep on freed memory, and the post that wakes it would
-	 * write there. A check, not a lock (the contract forbids the race):
-	 * it catches the VMM that forgot to stop its vCPU threads. */
+	 * write there. Nor while one is inside vsched_service() (a handler
+	 * calling this would free the vCPU under its own pass). A check,
+	 * not a lock (the contract forbids the race): it catches the VMM
+	 * that forgot to stop its vCPU threads. */
 	for (unsigned i = 0; i < vm->max_vcpus; i++) {
 		struct vsched_vcpu *v = atomic_load(&vm->vcpus[i]);
-		if (v && atomic_load_explicit(&v->sl.in_engine, memory_order_relaxed))
+		if (v && (atomic_load_explicit(&v->sl.in_engine, memory_order_relaxed) ||
+			  atomic_load_explicit(&v->in_service, memory_order_relaxed)))
 			return VSCHED_ESTATE;
 	}
+	/* A destroyed vCPU's pass too: a hot-unplug handler destroyed its
+	 * own vCPU, then called this. */
+	for (struct vsched_vcpu *v = vm->graveyard; v; v = v->next_dead)
+		if (atomic_load_explicit(&v->in_service, memory_order_relaxed))
+			return VSCHED_ESTATE;
 	/* The timer service first (it walks the vCPUs' timers): a service
 	 * still attached is destroyed with its VM. */
 	vsched__timers_free(vm);

@@ -51,7 +51,12 @@ enum vsched_request_flags {
 	 * before it runs guest code again), or was not in guest mode. A
 	 * vCPU's own thread posting one to itself between its
 	 * vsched_vcpu_enter() and vsched_vcpu_exit() waits for itself and
-	 * never returns: post it after the exit (from a handler, say).
+	 * never returns: post it after the exit (from a handler, say). The
+	 * same holds for a WAIT post to another vCPU: two vCPU threads that
+	 * each post one to the other between their enter and exit wait for
+	 * each other forever. Call vsched_vcpu_exit() as soon as the guest
+	 * exits, before handling the exit (KVM leaves guest mode before its
+	 * exit handlers run); vsched_kvm_run() does.
 	 */
 	VSCHED_REQ_WAIT = 1u << 1,
 	/**
@@ -59,6 +64,19 @@ enum vsched_request_flags {
 	 * delivered exactly once, in post order, one handler call each.
 	 */
 	VSCHED_REQ_PAYLOAD = 1u << 2,
+	/**
+	 * The handler may post its own kind again to its own vCPU: KVM's
+	 * "not done, again at the next entry attempt" (arm64's KVM_REQ_SLEEP
+	 * when a signal is pending, x86's KVM_REQ_HV_STIMER for a timer
+	 * that expired as it started). The kind's own bit in `may_raise` is
+	 * then accepted, neither a cycle nor an order violation; without
+	 * this flag it is VSCHED_ECYCLE. A pass does not service a kind
+	 * twice: the re-raised request waits for the next
+	 * vsched_service(), and an entry committed while it is pending is
+	 * cancelled, once per re-raise (a handler that always re-raises
+	 * never lets its vCPU enter). Added in 0.3.
+	 */
+	VSCHED_REQ_RERAISE = 1u << 3,
 };
 
 /**
@@ -80,6 +98,18 @@ struct vsched_payload {
  * that a handler is posting, and the inline post must stay a few
  * instructions): a handler that raises an undeclared kind on its own vCPU
  * is accepted, and two that raise each other so cancel every entry.
+ * Arming a timer of its own vCPU with a deadline already passed
+ * (vsched_timer_arm()), or raising a LEVEL timer's line
+ * (vsched_timer_set_ctl()), posts the timer's kind: a raise like any
+ * other, to be listed in `may_raise`.
+ * Inside a handler, vsched_vcpu_block() works (a wait-in-request, as
+ * arm64's KVM_REQ_SLEEP); what would break the pass is refused with
+ * VSCHED_ESTATE: vsched_service() (a nested pass) and vsched_vm_destroy()
+ * (destroy the VM once vsched_service() returned).
+ * vsched_vcpu_destroy() of this vCPU (a hot-unplug request) ends the pass
+ * after this handler. vsched_vcpu_enter() from a handler returns 0 (its
+ * inline fast path cannot tell), and the pass then stops:
+ * vsched_service() returns VSCHED_ESTATE with the later kinds pending.
  */
 typedef void (*vsched_request_fn)(struct vsched_vcpu *vcpu, unsigned kind,
 				  struct vsched_payload *payload, void *arg);
@@ -129,9 +159,10 @@ VSCHED_API int vsched_request_declare(struct vsched_vm *vm, unsigned kind,
 
 /**
  * Check and freeze the table.
- * @return 0; VSCHED_ECYCLE when the may-raise relation has a cycle;
+ * @return 0; VSCHED_ECYCLE when the may-raise relation has a cycle (a
+ * kind's own bit is one, unless the kind has VSCHED_REQ_RERAISE);
  * VSCHED_EORDER when a handler may raise a kind serviced no later than its
- * own; VSCHED_ERANGE when a may-raise set names an undeclared kind;
+ * own (kinds of one priority are serviced in kind order); VSCHED_ERANGE when a may-raise set names an undeclared kind;
  * VSCHED_EINVAL (NULL vm, unknown flags); VSCHED_EFINAL (finalised
  * already). A table with no kind declared is valid: the VM's vCPUs still
  * block, wait on fds, run timers and take kicks, and every post is
@@ -187,8 +218,14 @@ VSCHED_API int vsched_post(struct vsched_vcpu *vcpu, unsigned kind);
  * vsched until it is handed to the handler (or to the `payload_drop` host
  * callback if the vCPU is destroyed first); on failure it stays the caller's.
  * Payloads of one kind are delivered in the order their posts took effect.
- * @return as vsched_post(); VSCHED_EINVAL also for a NULL payload or a kind
- * without VSCHED_REQ_PAYLOAD. Context: any thread. Wait-free unless WAIT.
+ * A node is posted once until it is delivered or dropped: a node still
+ * queued (on this vCPU or another) that is posted again cuts its queue,
+ * so that other payloads are lost or delivered twice. The re-post of the
+ * node this kind queued last is refused (VSCHED_EINVAL, nothing queued);
+ * a node queued further up cannot be seen without a field of its own.
+ * @return as vsched_post(); VSCHED_EINVAL also for a NULL payload, a kind
+ * without VSCHED_REQ_PAYLOAD, or the node this kind queued last.
+ * Context: any thread. Wait-free unless WAIT.
  */
 VSCHED_API int vsched_post_payload(struct vsched_vcpu *vcpu, unsigned kind,
 				   struct vsched_payload *payload);
@@ -207,7 +244,9 @@ VSCHED_API int vsched_post_payload(struct vsched_vcpu *vcpu, unsigned kind,
  * @return the number of kinds serviced (>= 0), VSCHED_EINVAL,
  * VSCHED_EDESTROYED or VSCHED_ESTATE (work pending and the vCPU in guest
  * mode, or inside vsched_vcpu_block(): another thread, or a hook of the
- * block's own).
+ * block's own; or inside a pass: a handler's nested call, or another
+ * thread's; or a handler of this pass entered the guest, which ends it:
+ * the later kinds stay pending and the word says IN_GUEST).
  * States (lib/contract.h): OUTSIDE_GUEST; with nothing pending it returns 0
  * in any state (one load: nothing done, nothing refused).
  * Context: the vCPU's own thread only, outside guest mode. Acquire: pairs with
@@ -225,7 +264,8 @@ VSCHED_API int vsched_service(struct vsched_vcpu *vcpu);
  * @param nbits number of bits in `set` (ignored when set is NULL).
  * @param kind  the request kind (not a payload kind).
  * @return the number of vCPUs posted to (destroyed ones are skipped),
- * VSCHED_EINVAL (NULL vm, payload kind) or VSCHED_ERANGE.
+ * VSCHED_EINVAL (NULL vm, payload kind), VSCHED_ENOTFINAL (the table is
+ * not finalised) or VSCHED_ERANGE (the kind is not declared).
  * Context: any thread. A vCPU thread may include itself outside guest mode
  * (after its vsched_vcpu_exit(), e.g. from a handler): it acknowledges at
  * once. Between its vsched_vcpu_enter() and vsched_vcpu_exit() a WAIT

@@ -14,6 +14,7 @@
  *           break;                            // destroyed (or misuse): stop
  *       run_guest();                          // until an exit or a kick
  *       vsched_vcpu_exit(vcpu);               // back to OUTSIDE_GUEST
+ *       handle_exit();                        // after the exit: may post WAIT
  *       if (guest_halted)
  *           vsched_vcpu_block(vcpu, deadline);
  *   }
@@ -74,7 +75,9 @@ VSCHED_API int vsched_vcpu_create(struct vsched_vm *vm, unsigned id,
  * States (lib/contract.h): OUTSIDE_GUEST only. A vCPU in the guest or inside
  * vsched_vcpu_block() (its hooks included, where the word still says
  * OUTSIDE_GUEST) is still its thread's, whose next exchange would
- * overwrite DESTROYED: refused with VSCHED_ESTATE, nothing changed. (A
+ * overwrite DESTROYED: refused with VSCHED_ESTATE, nothing changed. Its
+ * own request handler may destroy it (a hot-unplug request): the pass
+ * ends after that handler. (A
  * destroy that races the owner's next call is outside this contract; a
  * block that then finds DESTROYED at its arm returns VSCHED_EDESTROYED.)
  * Syscalls: none of its own; sched_yield while a waker's callout or a

@@ -149,10 +149,12 @@ VSCHED_API int vsched_vm_create(const struct vsched_vm_config *cfg,
  * Undelivered payloads go to the `payload_drop` callback. Its waiters
  * (<vsched/waiter.h>) are not its to free: destroy them first.
  * Context: any thread, once no other thread is inside any vsched call on this
- * VM or its vCPUs. @return 0, VSCHED_EINVAL, or VSCHED_ESTATE (a waiter
+ * VM or its vCPUs, and not from a request handler or a host callback.
+ * @return 0, VSCHED_EINVAL, or VSCHED_ESTATE (a waiter
  * created on the VM is not destroyed yet, its timer service's run() is
- * active, or a vCPU's thread is inside vsched_vcpu_block(): refused,
- * nothing freed).
+ * active, or a vCPU's thread is inside vsched_vcpu_block() or
+ * vsched_service(), its own handler's call included: refused, nothing
+ * freed).
  * Syscalls: close on the vCPUs' fds; with a timer service still attached,
  * those of vsched_timer_service_destroy().
  */

@@ -7,6 +7,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The inline fast paths (<vsched/inline.h>), with the hook they call
  * between a post's read of the mode word and its decision on it: the one
@@ -287,6 +288,199 @@ static void test_post_does_not_kick_a_later_entry(void **state)
 	vsched_vm_destroy(vm);
 }
 
+/* ------------------------------------------------------------------ */
+/* Session 22's request-table trial (a porter of KVM's run loop): what a
+ * handler may call. Kinds: A (priority 1), B (5), C (6); B's handler does
+ * what `handler_mode` says. Each test failed on 110ab0d. */
+enum { K_A = 1, K_B = 2, K_C = 3 };
+enum { H_NESTED, H_VM_DESTROY, H_UNPLUG_VM_DESTROY, H_ENTER, H_UNPLUG };
+static unsigned handler_mode;
+static int handler_rc, handler_rc2;
+static struct vsched_vm *handler_vm;
+static char order_log[16];
+
+static void log_kind(unsigned kind)
+{
+	size_t n = strlen(order_log);
+	if (n + 1 < sizeof(order_log))
+		order_log[n] = (char)('A' + kind - K_A);
+}
+
+static void b_misuses(struct vsched_vcpu *v, unsigned kind,
+		      struct vsched_payload *p, void *arg)
+{
+	(void)p, (void)arg;
+	log_kind(kind);
+	switch (handler_mode) {
+	case H_NESTED: /* an earlier kind pending, then a nested pass */
+		assert_int_equal(vsched_post(v, K_A), 0);
+		handler_rc = vsched_service(v);
+		break;
+	case H_VM_DESTROY:
+		handler_rc = vsched_vm_destroy(handler_vm);
+		break;
+	case H_UNPLUG_VM_DESTROY: /* destroyed, then its VM: a graveyard vCPU */
+		handler_rc2 = vsched_vcpu_destroy(v);
+		handler_rc = vsched_vm_destroy(handler_vm);
+		break;
+	case H_ENTER:
+		handler_rc = vsched_vcpu_enter(v);
+		break;
+	case H_UNPLUG:
+		handler_rc = vsched_vcpu_destroy(v);
+		break;
+	}
+}
+
+static void log_handler(struct vsched_vcpu *v, unsigned kind,
+			struct vsched_payload *p, void *arg)
+{
+	(void)v, (void)p, (void)arg;
+	log_kind(kind);
+}
+
+static struct vsched_vcpu *abc_vcpu(struct vsched_vm **vm, unsigned mode)
+{
+	struct vsched_vcpu *v;
+
+	*vm = make_vm(NULL, 0);
+	declare(*vm, K_A, "a", 1, 0, log_handler, NULL, 0);
+	declare(*vm, K_B, "b", 5, 0, b_misuses, NULL, 0);
+	declare(*vm, K_C, "c", 6, 0, log_handler, NULL, 0);
+	assert_int_equal(vsched_request_finalize(*vm, 0), 0);
+	v = make_vcpu(*vm, 0);
+	handler_mode = mode;
+	handler_vm = *vm;
+	handler_rc = handler_rc2 = 12345;
+	memset(order_log, 0, sizeof(order_log));
+	assert_int_equal(vsched_post(v, K_B), 0);
+	assert_int_equal(vsched_post(v, K_C), 0);
+	return v;
+}
+
+/* A nested vsched_service() from a handler ran the earlier kind A inside
+ * B's handler (order B A C: A is serviced before B in every other pass)
+ * and the outer call counted 2 of the 3 kinds. Now it is refused; A waits
+ * for the next call, as the one-pass rule says. */
+static void test_handler_nested_service_refused(void **state)
+{
+	struct vsched_vm *vm;
+	struct vsched_vcpu *v = abc_vcpu(&vm, H_NESTED);
+	(void)state;
+
+	assert_int_equal(vsched_service(v), 2);
+	assert_int_equal(handler_rc, VSCHED_ESTATE);
+	assert_string_equal(order_log, "BC");
+	assert_int_equal(vsched_service(v), 1);
+	assert_string_equal(order_log, "BCA");
+	vsched_vm_destroy(vm);
+}
+
+/* vsched_vm_destroy() from a handler returned 0 and freed the vCPU under
+ * its own pass (valgrind: reads of freed memory in the service loop).
+ * Refused now, also when the handler destroyed its own vCPU first (a
+ * hot-unplug handler: the vCPU is then no longer the VM's live one). */
+static void test_handler_vm_destroy_refused(void **state)
+{
+	(void)state;
+	for (unsigned mode = H_VM_DESTROY; mode <= H_UNPLUG_VM_DESTROY; mode++) {
+		struct vsched_vm *vm;
+		struct vsched_vcpu *v = abc_vcpu(&vm, mode);
+
+		assert_int_equal(vsched_service(v), mode == H_VM_DESTROY ? 2 : 1);
+		assert_int_equal(handler_rc, VSCHED_ESTATE);
+		if (mode == H_UNPLUG_VM_DESTROY)
+			assert_int_equal(handler_rc2, 0);
+		assert_int_equal(vsched_vm_destroy(vm), 0);
+	}
+}
+
+/* A handler that destroys its own vCPU (a hot-unplug request) ends the
+ * pass: C's handler ran on the destroyed vCPU before (order "BC"). */
+static void test_handler_unplug_ends_pass(void **state)
+{
+	struct vsched_vm *vm;
+	struct vsched_vcpu *v = abc_vcpu(&vm, H_UNPLUG);
+	(void)state;
+
+	assert_int_equal(vsched_service(v), 1);
+	assert_int_equal(handler_rc, 0);
+	assert_string_equal(order_log, "B");
+	assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_DESTROYED);
+	assert_int_equal(vsched_service(v), VSCHED_EDESTROYED);
+	vsched_vm_destroy(vm);
+}
+
+/* vsched_vcpu_enter() from a handler, with C pending behind it, is
+ * cancelled by C and the pass goes on. With nothing behind it, it returns
+ * 0 (the inline path this file compiles cannot know it runs in a
+ * handler), and the pass returned 1 with the word IN_GUEST and no word of
+ * it. Now the pass says VSCHED_ESTATE; the word stays as the handler left
+ * it, for the caller's exit. */
+static void test_handler_enter_ends_pass(void **state)
+{
+	struct vsched_vm *vm;
+	struct vsched_vcpu *v = abc_vcpu(&vm, H_ENTER);
+	(void)state;
+
+	assert_int_equal(vsched_service(v), 2);
+	assert_int_equal(handler_rc, VSCHED_ENTRY_CANCELLED);
+	assert_string_equal(order_log, "BC");
+	assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_OUTSIDE_GUEST);
+
+	assert_int_equal(vsched_post(v, K_B), 0);
+	assert_int_equal(vsched_service(v), VSCHED_ESTATE);
+	assert_int_equal(handler_rc, 0);
+	assert_string_equal(order_log, "BCB");
+	assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_IN_GUEST);
+	assert_int_equal(vsched_vcpu_exit(v), 0);
+	assert_int_equal(vsched_service(v), 0);
+	vsched_vm_destroy(vm);
+}
+
+/* The payload node a kind queued last, posted again: its re-init cut the
+ * queue (a node linked to itself), and the pass delivered it twice or
+ * lost what was behind it. Refused now, nothing queued; the payloads
+ * posted once are delivered once each, in order. */
+static struct vsched_payload *got[8];
+static unsigned ngot;
+
+static void take_payload(struct vsched_vcpu *v, unsigned kind,
+			 struct vsched_payload *p, void *arg)
+{
+	(void)v, (void)kind, (void)arg;
+	if (ngot < 8)
+		got[ngot] = p;
+	ngot++;
+}
+
+static void test_payload_repost_of_last_refused(void **state)
+{
+	struct vsched_payload p[2];
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	struct vsched_vcpu *v;
+	(void)state;
+
+	declare(vm, 0, "pl", 1, VSCHED_REQ_PAYLOAD, take_payload, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	v = make_vcpu(vm, 0);
+	ngot = 0;
+	assert_int_equal(vsched_post_payload(v, 0, &p[0]), 0);
+	assert_int_equal(vsched_post_payload(v, 0, &p[1]), 0);
+	assert_int_equal(vsched_post_payload(v, 0, &p[1]), VSCHED_EINVAL);
+	assert_int_equal(vsched_service(v), 1);
+	assert_int_equal(ngot, 2);
+	assert_ptr_equal(got[0], &p[0]);
+	assert_ptr_equal(got[1], &p[1]);
+	/* Delivered, the node is the caller's again: a new post of it is
+	 * accepted and delivered once. */
+	assert_int_equal(vsched_post_payload(v, 0, &p[1]), 0);
+	assert_int_equal(vsched_service(v), 1);
+	assert_int_equal(ngot, 3);
+	assert_ptr_equal(got[2], &p[1]);
+	vsched_vm_destroy(vm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -295,6 +489,11 @@ int main(void)
 		cmocka_unit_test(test_vm_destroy_with_vcpu_blocked),
 		cmocka_unit_test(test_blocking_hook_cannot_enter_or_service),
 		cmocka_unit_test(test_post_does_not_kick_a_later_entry),
+		cmocka_unit_test(test_handler_nested_service_refused),
+		cmocka_unit_test(test_handler_vm_destroy_refused),
+		cmocka_unit_test(test_handler_unplug_ends_pass),
+		cmocka_unit_test(test_handler_enter_ends_pass),
+		cmocka_unit_test(test_payload_repost_of_last_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
