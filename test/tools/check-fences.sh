@@ -21,12 +21,14 @@ body() { awk -v f="<$1>:" '$2 == f { on = 1; next } on && /^$/ { exit } on' "$di
 # An unoptimised build (-O0) keeps the static inline helpers out of line
 # (vsched__mode_of, a one-line mask, has no copy of its own at any -O
 # level above) and its fences sit in them: there a function is read with
-# the functions it calls, three calls deep. An optimised build is read as
-# it is, so that a fence left only in a callee (a slow path) is not taken
-# for the function's own.
-if grep -q '<vsched__mode_of>:' "$dis"; then depth=3; else depth=0; fi
+# the functions it calls (call, bl, brasl, jal: each arch's mnemonic), five
+# calls deep (the post's fence is four down on arm64: vsched_post,
+# vsched__post_fast, vsched__post_bit, vsched__mb_after_rmw, vsched__mb).
+# An optimised build is read as it is, so that a fence left only in a
+# callee (a slow path) is not taken for the function's own.
+if grep -q '<vsched__mode_of>:' "$dis"; then depth=5; else depth=0; fi
 callees() {
-	body "$1" | sed -nE 's/.*[[:space:]](callq?|bl|brasl)[[:space:]].*<([A-Za-z0-9_.]+)(\+0x[0-9a-f]+)?>.*/\2/p' | sort -u
+	body "$1" | sed -nE 's/.*[[:space:]](callq?|bl|brasl|jalr?)[[:space:]].*<([A-Za-z0-9_.]+)(\+0x[0-9a-f]+)?>.*/\2/p' | sort -u
 }
 reach() { # function depth
 	body "$1"
