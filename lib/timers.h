@@ -27,6 +27,11 @@ struct vsched_timer {
 	uint64_t est_read, est_spur;
 	uint32_t n_checked, n_stale; /* decayed counts, fixed point x 256 */
 	bool reading;
+	/* The last delivery was counted in stale_delivered already (KEEP
+	 * delivered an expiry it knew stale): the report_spurious() of it
+	 * does not count it twice (and clears this). The vCPU thread's, as
+	 * both calls are. */
+	bool last_counted_stale;
 	struct {
 		_Atomic uint64_t fired, delivered, stale_cancelled,
 			stale_delivered, reads, read_ns;

@@ -206,6 +206,20 @@ int vsched_timer_service_run(struct vsched_timer_service *s)
 	return rc;
 }
 
+int vsched_timer_service_clock_changed(struct vsched_timer_service *s)
+{
+	if (!s)
+		return VSCHED_EINVAL;
+	/* Ring the timerfd now (deadline 0: due): run() or the event loop
+	 * dispatches, which converts every deadline again from the clock as
+	 * it reads then. `next` 0 first, so that no arm reprograms it later
+	 * (an arm only lowers it); a programming in flight sees the change
+	 * at its re-check and programs 0 too. */
+	atomic_store(&s->next, 0);
+	program(s);
+	return atomic_load(&s->err);
+}
+
 int vsched_timer_service_stop(struct vsched_timer_service *s)
 {
 	if (!s)

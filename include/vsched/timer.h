@@ -87,6 +87,10 @@ enum vsched_timer_cancel {
 	 * Read when the expected saving pays for it: stale share x spurious
 	 * cost > read cost, all measured per timer (reads reveal staleness;
 	 * vsched_timer_report_spurious() reports the spurious deliveries).
+	 * Without a `timer_read` host callback there is nothing to read:
+	 * it drops what vsched itself knows stale and delivers the rest, as
+	 * CANCEL then does, and its estimates stay at their start (stats
+	 * report no reads and no stale share).
 	 */
 	VSCHED_CANCEL_ADAPTIVE = 2,
 };
@@ -140,13 +144,17 @@ struct vsched_timer_desc {
 
 /** Per-timer counters. */
 struct vsched_timer_stats {
-	/** Expiries posted. */
+	/** Expiries posted (a post that merged with a pending one of the
+	 * kind included: fired may exceed delivered + stale_cancelled with
+	 * nothing lost). */
 	uint64_t fired;
 	/** Expiries delivered to the handler. */
 	uint64_t delivered;
 	/** Stale expiries dropped before entry. */
 	uint64_t stale_cancelled;
-	/** Stale expiries delivered anyway (known stale, or reported). */
+	/** Stale expiries delivered anyway (known stale, or reported by
+	 * vsched_timer_report_spurious(); a delivery counted once, also
+	 * when it was both). */
 	uint64_t stale_delivered;
 	/** timer_read calls. */
 	uint64_t state_reads;
@@ -164,7 +172,12 @@ struct vsched_timer_stats {
 
 /**
  * Create a timer on a vCPU (setup time; up to 8 per vCPU). It starts
- * disarmed (LEVEL timers also start enabled and unmasked).
+ * disarmed (LEVEL timers also start enabled and unmasked, unlike arm64's
+ * reset CNTx_CTL, whose ENABLE is 0: a VMM that models the reset calls
+ * vsched_timer_set_ctl(t, false, false)). A LEVEL line that is high while
+ * the guest waits for an interrupt (WFI) is latched, not a wake reason of
+ * vsched_vcpu_block(): the VMM's `has_event` looks at it
+ * (vsched_timer_get()'s `expired`).
  * @return 0, VSCHED_EINVAL (NULL, bad size/semantics/policy, a PAYLOAD or
  * WAIT kind),
  * VSCHED_EDESTROYED (the vCPU was destroyed),
@@ -180,11 +193,20 @@ VSCHED_API int vsched_timer_create(struct vsched_vcpu *vcpu,
 
 /**
  * Arm (or re-arm) at `deadline_ns` in the VM's clock. Zero disarms (x86
- * TSC-deadline semantics). A deadline at or before now expires at once. If
- * the previous deadline had already passed without being posted, that
- * expiry is posted now (it was real). Re-arming into the future makes a
- * posted, undelivered expiry stale. LEVEL: moving CVAL while the line stays
- * high posts nothing new (no edge).
+ * TSC-deadline semantics), for LEVEL timers too: map a guest's CVAL of 0
+ * (due at once on hardware) to 1. A deadline at or before now expires at
+ * once. If the previous deadline had already passed without being
+ * posted, that expiry is posted now (it was real); when the new deadline
+ * is in the future the post is then stale by the time it is serviced, and
+ * CANCEL drops it, KEEP delivers it (counted in stale_delivered).
+ * Re-arming into the future makes a posted, undelivered expiry stale.
+ * LEVEL: moving CVAL while the line stays high posts nothing new (no
+ * edge).
+ * Syscalls: none of its own without a timer service. With one, an arm
+ * that makes the VM's earliest deadline earlier calls timerfd_settime, and
+ * the first such arm on a thread registers it with liburcu-bp (an mmap and
+ * rt_sigprocmask; vsched_thread_init() does it ahead, for a seccomp
+ * filter); an arm that posts calls what a post does (a kick or a wake).
  * @return 0, VSCHED_EINVAL (NULL, deadline > VSCHED_TIMER_DEADLINE_MAX) or
  * VSCHED_EDESTROYED. Context: any thread, one writer of a timer at a time
  * (arm, disarm, set_ctl: the guest's traps of one vCPU). Writers racing on
@@ -223,7 +245,9 @@ VSCHED_API int vsched_timer_get(const struct vsched_timer *t,
 
 /**
  * The hypervisor saw a delivered timer interrupt turn out spurious (the
- * guest had already re-armed), costing `cost_ns`. Feeds ADAPTIVE.
+ * guest had already re-armed), costing `cost_ns`. Feeds ADAPTIVE. Counted
+ * in stale_delivered, unless KEEP delivered it known stale and counted it
+ * already.
  * @return 0 or VSCHED_EINVAL. Context: the vCPU's thread.
  */
 VSCHED_API int vsched_timer_report_spurious(struct vsched_timer *t,
@@ -252,10 +276,14 @@ VSCHED_API int vsched_vcpu_next_timer(const struct vsched_vcpu *vcpu,
 				      uint64_t *deadline_ns);
 
 /**
- * The timer service of a VM: it posts expiries of vCPUs that are not
- * asleep in vsched (running guest code). It owns a timerfd (CLOCK_MONOTONIC;
+ * The timer service of a VM: it posts the expiries of vCPUs running guest
+ * code, which nothing else notices. It owns a timerfd (CLOCK_MONOTONIC;
  * with an injected `now_ns` clock each deadline is converted when it is
- * programmed) set to the earliest deadline of the VM's timers. Use it
+ * programmed: vsched_timer_service_clock_changed() after a jump) set to
+ * the earliest deadline of all the VM's armed timers, those of vCPUs
+ * asleep in a block too: such a vCPU also wakes at its deadline by itself,
+ * and whichever of the two comes first posts the expiry (exactly once);
+ * the other finds it posted. Use it
  * either as a thread of your own
  * (vsched_timer_service_run()) or by adding vsched_timer_service_fd() to
  * your event loop and calling vsched_timer_service_dispatch() when readable.
@@ -285,7 +313,10 @@ VSCHED_API int vsched_timer_service_fd(const struct vsched_timer_service *s);
  */
 VSCHED_API int vsched_timer_service_dispatch(struct vsched_timer_service *s);
 /** Dispatch in a loop until vsched_timer_service_stop(). A stopped service
- * stays stopped: a later run() returns at once. @return 0, VSCHED_EINVAL,
+ * stays stopped: a later run() returns 0 at once (so that a stop() made
+ * before the thread reached run() still ends it). To pause a VM, leave
+ * run() going: its posts to vCPUs outside the guest only set their
+ * request bits; stop it to tear the service down. @return 0, VSCHED_EINVAL,
  * VSCHED_ESTATE (another run() is active: refused at once), or the
  * negative errno of a failed epoll_pwait (not EINTR: a signal dispatches
  * again) or of a dispatch (a deadline could not be programmed: an arm's
@@ -293,6 +324,22 @@ VSCHED_API int vsched_timer_service_dispatch(struct vsched_timer_service *s);
  * a later run() or dispatch() may go on.
  * Context: the service's own thread (one at a time). */
 VSCHED_API int vsched_timer_service_run(struct vsched_timer_service *s);
+/**
+ * The VM's injected clock (its `now_ns`) jumped: make the service convert
+ * its deadline again. The timerfd is CLOCK_MONOTONIC and each deadline is
+ * converted when it is programmed, so after a jump forward the service
+ * would post a deadline that became due only when the interval programmed
+ * before the jump ran out (an outside trial: 2,990 ms late after a 3 s
+ * jump); an arm does not help, as it reprograms only an earlier deadline.
+ * This rings the fd at once: run() dispatches, and an event loop sees the
+ * fd readable and calls dispatch(). A vCPU asleep in a block converts its
+ * own deadline: vsched_vcpu_kick() it (block.h). Needless with the default
+ * clock. Added in 0.3.
+ * @return 0, VSCHED_EINVAL or the negative errno of a failed
+ * timerfd_settime. Context: any thread, while the service lives.
+ * Syscalls: timerfd_settime.
+ */
+VSCHED_API int vsched_timer_service_clock_changed(struct vsched_timer_service *s);
 /** Make run() return. Any thread. @return 0 or VSCHED_EINVAL. */
 VSCHED_API int vsched_timer_service_stop(struct vsched_timer_service *s);
 /**

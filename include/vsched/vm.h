@@ -105,7 +105,10 @@ struct vsched_host_ops {
 	 * not see the guest's writes, e.g. a nested guest's decrementer via
 	 * H_GUEST_GET_STATE. Used by the CANCEL and ADAPTIVE policies; its
 	 * cost is measured. Return 0, or a negative errno to deliver anyway.
-	 * Default: vsched's own view of the deadline.
+	 * Default: vsched's own view of the deadline. It runs on the vCPU's
+	 * thread inside vsched_service() and may arm the timer it reads (to
+	 * bring vsched's view in line): the expiry is then judged on the
+	 * word the arm left (read again once), and delivered once.
 	 */
 	int (*timer_read)(struct vsched_vcpu *vcpu, struct vsched_timer *timer,
 			  uint64_t *deadline_ns, void *ctx);

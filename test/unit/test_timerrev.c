@@ -671,6 +671,123 @@ static void test_pin_report_spurious_extremes(void **state)
 	vsched_vm_destroy(r.vm);
 }
 
+/* ------------------------------------------------------------------ */
+/* Session 22's guest-timer trial (a VMM author emulating a LAPIC
+ * TSC-deadline timer and arm64's CNTV). Each failed on 13a8388. */
+
+/* A nested VMM's timer_read that also arms the timer with the deadline it
+ * read (bringing vsched's view in line), a deadline already past and not
+ * vsched's: the expiry was delivered twice (the filter judged the word
+ * it loaded before the read, its consume CAS failed on the arm's word,
+ * and the arm's post was delivered at the next service). Now it is
+ * delivered once; the arm's post is dropped as stale. */
+static struct vsched_timer *arming_timer;
+static int arming_read(struct vsched_vcpu *v, struct vsched_timer *t,
+		       uint64_t *d, void *ctx)
+{
+	(void)v, (void)ctx;
+	reads++;
+	*d = guest_deadline;
+	assert_ptr_equal(t, arming_timer);
+	assert_int_equal(vsched_timer_arm(t, guest_deadline), 0);
+	return 0;
+}
+
+static void test_bug_timer_read_that_arms_delivers_once(void **state)
+{
+	struct rig r;
+	(void)state;
+	for (unsigned same = 0; same < 2; same++) {
+		rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_CANCEL, false);
+		vsched_vm_destroy(r.vm);
+		r.ops.timer_read = arming_read;
+		r.vm = make_vm(&r.ops, 0);
+		declare(r.vm, K_TIMER, "timer", 1, 0, on_timer, NULL, 0);
+		assert_int_equal(vsched_request_finalize(r.vm, 0), 0);
+		r.v = r.h.vcpu = make_vcpu(r.vm, 0);
+		struct vsched_timer_desc d = { .size = sizeof(d), .name = "t",
+					       .kind = K_TIMER,
+					       .cancel = VSCHED_CANCEL_CANCEL };
+		assert_int_equal(vsched_timer_create(r.v, &d, &r.t), 0);
+		arming_timer = r.t;
+		r.h.now = 1000000;
+		uint64_t dl = r.h.now + 100;
+		assert_int_equal(vsched_timer_arm(r.t, dl), 0);
+		r.h.now += 200;
+		assert_int_equal(vsched_vcpu_fire_timers(r.v), 1);
+		/* The guest re-armed to another past deadline (invisible
+		 * to vsched), or to the same one. */
+		guest_deadline = same ? dl : dl + 50;
+		for (int i = 0; i < 3; i++)
+			assert_true(vsched_service(r.v) >= 0);
+		assert_int_equal(delivered, 1);
+		assert_int_equal(tstats(r.t).delivered, 1);
+		vsched_vm_destroy(r.vm);
+	}
+}
+
+/* KEEP delivers an expiry it knows stale and counts it in
+ * stale_delivered; the hypervisor then reports that delivery as
+ * spurious, as doc/timers.md asks, and it was counted again (2 for one
+ * stale delivery). Counted once now; a report of another delivery still
+ * counts. */
+static void test_bug_keep_report_counts_once(void **state)
+{
+	struct rig r;
+	(void)state;
+	rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_KEEP, false);
+	r.h.now = 1000000;
+	assert_int_equal(vsched_timer_arm(r.t, r.h.now + 100), 0);
+	r.h.now += 100;
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 1);
+	assert_int_equal(vsched_timer_arm(r.t, r.h.now + 1000), 0); /* stale now */
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 1);
+	assert_int_equal(tstats(r.t).stale_delivered, 1);
+	assert_int_equal(vsched_timer_report_spurious(r.t, 8000), 0);
+	assert_int_equal(tstats(r.t).stale_delivered, 1);
+	/* A fresh delivery, reported spurious (the guest re-armed where
+	 * vsched could not see it): counted. */
+	r.h.now += 1000;
+	assert_int_equal(vsched_vcpu_fire_timers(r.v), 1);
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 2);
+	assert_int_equal(tstats(r.t).stale_delivered, 1);
+	assert_int_equal(vsched_timer_report_spurious(r.t, 8000), 0);
+	assert_int_equal(tstats(r.t).stale_delivered, 2);
+	vsched_vm_destroy(r.vm);
+}
+
+/* An injected clock that jumps forward: the service's timerfd keeps the
+ * CLOCK_MONOTONIC interval it was given before the jump, so a deadline
+ * the jump made due was posted only when that interval ran out (the
+ * trial: 2,990 ms late after a 3 s jump), and nothing could tell the
+ * service (an arm reprograms only an earlier deadline).
+ * vsched_timer_service_clock_changed(), new, makes the fd readable at
+ * once, and the dispatch then posts. (No timing: the fd is polled with a 0 timeout,
+ * and the interval before the jump is 30 s.) */
+static void test_bug_service_clock_jump(void **state)
+{
+	struct rig r;
+	struct vsched_timer_service *svc;
+	(void)state;
+	rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_CANCEL, false);
+	r.h.now = 1000000;
+	assert_int_equal(vsched_timer_service_create(r.vm, &svc), 0);
+	assert_int_equal(vsched_timer_arm(r.t, r.h.now + 30000000000ull), 0);
+	struct pollfd pfd = { .fd = vsched_timer_service_fd(svc), .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 0), 0);
+	r.h.now += 30000000000ull; /* the jump: the deadline is due */
+	assert_int_equal(poll(&pfd, 1, 0), 0); /* and the fd does not know */
+	assert_int_equal(tstats(r.t).fired, 0);
+	assert_int_equal(vsched_timer_service_clock_changed(svc), 0);
+	assert_int_equal(poll(&pfd, 1, 0), 1);
+	assert_int_equal(vsched_timer_service_dispatch(svc), 1);
+	assert_int_equal(vsched_timer_service_clock_changed(NULL), VSCHED_EINVAL);
+	assert_int_equal(vsched_timer_service_destroy(svc), 0);
+	vsched_vm_destroy(r.vm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -687,6 +804,9 @@ int main(void)
 		cmocka_unit_test(test_pin_still_clock_service),
 		cmocka_unit_test(test_pin_hotplug_churn_with_service),
 		cmocka_unit_test(test_pin_report_spurious_extremes),
+		cmocka_unit_test(test_bug_timer_read_that_arms_delivers_once),
+		cmocka_unit_test(test_bug_keep_report_counts_once),
+		cmocka_unit_test(test_bug_service_clock_jump),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
