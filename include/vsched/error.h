@@ -58,9 +58,11 @@ extern "C" {
 	X(EFINAL, -(VSCHED__EOWN + 1), "request table already finalised")        \
 	X(ENOTFINAL, -(VSCHED__EOWN + 2), "request table not finalised")         \
 	X(ECYCLE, -(VSCHED__EOWN + 3),                                             \
-	  "request table: the may-raise relation has a cycle")                    \
+	  "request table: the may-raise relation has a cycle (a kind that "       \
+	  "raises itself needs VSCHED_REQ_RERAISE)")                              \
 	X(EORDER, -(VSCHED__EOWN + 4),                                             \
-	  "request table: a handler may raise a kind serviced before its own")    \
+	  "request table: a handler may raise a kind serviced before its own "    \
+	  "(by priority, then kind number)")                                      \
 	X(EDESTROYED, -(VSCHED__EOWN + 5),                                         \
 	  "the object (vCPU, waiter) has been destroyed")                         \
 	X(ESTATE, -(VSCHED__EOWN + 6),                                             \
