@@ -15,7 +15,10 @@
  * there. Calls not in the table (create, the getters, stats, post and kick
  * on a live object) are valid in every state but DESTROYED, which the call
  * itself reports. Self-contained (public headers only), so that the
- * unit test drives the same table.
+ * unit test drives the same table. What the owner's own thread may not do
+ * from inside the engine or a service pass (the `in_engine` and
+ * `in_service` flags: doc/protocol.md, "Destroy against a sleeper") is
+ * refused beside this table, not in it.
  */
 #ifndef VSCHED__CONTRACT_H
 #define VSCHED__CONTRACT_H

@@ -125,6 +125,7 @@ static void deliver_payloads(struct vsched_vcpu *v, unsigned r,
 			     const struct vsched__kind *k)
 {
 	struct vsched__payload_queue *q = &v->queues[k->payload_slot];
+	unsigned m;
 	/* The pass delivers what was queued when it began, up to the tail
 	 * seen now: posters that keep queueing faster than the handler runs
 	 * cannot hold the thread in one call (an outside trial's 5.8 s
@@ -154,6 +155,20 @@ static void deliver_payloads(struct vsched_vcpu *v, unsigned r,
 		k->handler(v, k->kind, (struct vsched_payload *)n, k->arg);
 		if (end)
 			return;
+		/* A handler that destroyed its vCPU or entered the guest ends
+		 * the pass here too (the service's check after each kind,
+		 * for each payload): destroyed, the drain handed the rest to
+		 * payload_drop; in the guest, the rest stays queued and the
+		 * bit this pass took is set again for the call after the
+		 * exit (a review found two more payloads delivered in guest
+		 * mode). */
+		m = vsched__mode_of(atomic_load_explicit(&v->mode, memory_order_relaxed));
+		if (VSCHED__UNLIKELY(m != VSCHED_MODE_OUTSIDE_GUEST)) {
+			if (m != VSCHED_MODE_DESTROYED)
+				atomic_fetch_or_explicit(&v->pending, UINT64_C(1) << r,
+							 memory_order_relaxed);
+			return;
+		}
 	}
 }
 

@@ -98,18 +98,24 @@ struct vsched_payload {
  * that a handler is posting, and the inline post must stay a few
  * instructions): a handler that raises an undeclared kind on its own vCPU
  * is accepted, and two that raise each other so cancel every entry.
- * Arming a timer of its own vCPU with a deadline already passed
- * (vsched_timer_arm()), or raising a LEVEL timer's line
- * (vsched_timer_set_ctl()), posts the timer's kind: a raise like any
- * other, to be listed in `may_raise`.
+ * Arming a timer of its own vCPU (vsched_timer_arm()) with a deadline
+ * already passed, or over an old deadline that passed unposted, or
+ * raising a LEVEL timer's line (vsched_timer_set_ctl()), posts the
+ * timer's kind: a raise like any other, to be listed in `may_raise`.
  * Inside a handler, vsched_vcpu_block() works (a wait-in-request, as
  * arm64's KVM_REQ_SLEEP); what would break the pass is refused with
  * VSCHED_ESTATE: vsched_service() (a nested pass) and vsched_vm_destroy()
  * (destroy the VM once vsched_service() returned).
  * vsched_vcpu_destroy() of this vCPU (a hot-unplug request) ends the pass
- * after this handler. vsched_vcpu_enter() from a handler returns 0 (its
- * inline fast path cannot tell), and the pass then stops:
- * vsched_service() returns VSCHED_ESTATE with the later kinds pending.
+ * after this handler. vsched_vcpu_enter() from a handler is cancelled
+ * when a later kind is pending (the pass goes on); otherwise it returns 0
+ * (its inline fast path cannot tell), and the pass then stops:
+ * vsched_service() returns VSCHED_ESTATE, with the later kinds and the
+ * kind's remaining payloads pending. A handler must return: one that
+ * longjmps out leaves the pass marked, and the vCPU's service and its
+ * VM's destroy are refused from then on. So, vsched_kvm_halt() from a
+ * handler returns VSCHED_ESTATE when a request ends its block (it
+ * services the request itself).
  */
 typedef void (*vsched_request_fn)(struct vsched_vcpu *vcpu, unsigned kind,
 				  struct vsched_payload *payload, void *arg);
@@ -221,10 +227,12 @@ VSCHED_API int vsched_post(struct vsched_vcpu *vcpu, unsigned kind);
  * A node is posted once until it is delivered or dropped: a node still
  * queued (on this vCPU or another) that is posted again cuts its queue,
  * so that other payloads are lost or delivered twice. The re-post of the
- * node this kind queued last is refused (VSCHED_EINVAL, nothing queued);
- * a node queued further up cannot be seen without a field of its own.
+ * node at the tail of this vCPU's queue of this kind (queued last and not
+ * delivered yet) is refused (VSCHED_EINVAL, nothing queued); a node
+ * queued further up, or on another queue, cannot be seen without a field
+ * of its own.
  * @return as vsched_post(); VSCHED_EINVAL also for a NULL payload, a kind
- * without VSCHED_REQ_PAYLOAD, or the node this kind queued last.
+ * without VSCHED_REQ_PAYLOAD, or the node at the tail of that queue.
  * Context: any thread. Wait-free unless WAIT.
  */
 VSCHED_API int vsched_post_payload(struct vsched_vcpu *vcpu, unsigned kind,
@@ -244,9 +252,9 @@ VSCHED_API int vsched_post_payload(struct vsched_vcpu *vcpu, unsigned kind,
  * @return the number of kinds serviced (>= 0), VSCHED_EINVAL,
  * VSCHED_EDESTROYED or VSCHED_ESTATE (work pending and the vCPU in guest
  * mode, or inside vsched_vcpu_block(): another thread, or a hook of the
- * block's own; or inside a pass: a handler's nested call, or another
- * thread's; or a handler of this pass entered the guest, which ends it:
- * the later kinds stay pending and the word says IN_GUEST).
+ * block's own; or, with work pending, a handler's nested call; or a
+ * handler of this pass entered the guest, which ends it: the later kinds
+ * stay pending and the word says IN_GUEST).
  * States (lib/contract.h): OUTSIDE_GUEST; with nothing pending it returns 0
  * in any state (one load: nothing done, nothing refused).
  * Context: the vCPU's own thread only, outside guest mode. Acquire: pairs with

@@ -410,10 +410,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				name[c] = (char)take(&in);
 			name[len] = 0;
 		}
+		unsigned fb = take(&in);
 		struct vsched_request_desc d = {
 			.name = name,
 			.priority = take(&in) % 8,
-			.flags = (take(&in) & 1 ? VSCHED_REQ_NO_WAKEUP : 0),
+			.flags = (fb & 1 ? VSCHED_REQ_NO_WAKEUP : 0) |
+				 (fb & 2 ? VSCHED_REQ_RERAISE : 0),
 			.handler = handler,
 		};
 		unsigned pb = take(&in);
@@ -424,6 +426,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			d.flags |= VSCHED_REQ_WAIT;
 		if (nkinds && take(&in) % 2)
 			d.may_raise = VSCHED_KIND_BIT(declared_kinds[take(&in) % nkinds]);
+		/* A self-edge: a cycle unless RERAISE declares it. */
+		if (take(&in) % 4 == 0)
+			d.may_raise |= VSCHED_KIND_BIT(kind);
 		rc = vsched_request_declare(vm, kind, &d);
 		assert(valid_rc(rc));
 		if (!ident(name))

@@ -438,6 +438,46 @@ static void test_handler_enter_ends_pass(void **state)
 	vsched_vm_destroy(vm);
 }
 
+/* The same from a payload handler: the pass went on delivering the
+ * kind's other payloads in guest mode (a review of the fix: 3 handler
+ * calls, 2 of them IN_GUEST). Now it ends after the payload whose handler
+ * entered, and the rest is delivered by the call after the exit. */
+static unsigned payload_calls, payload_calls_in_guest;
+
+static void enter_on_first_payload(struct vsched_vcpu *v, unsigned kind,
+				   struct vsched_payload *p, void *arg)
+{
+	(void)kind, (void)p, (void)arg;
+	if (vsched_vcpu_mode(v) != VSCHED_MODE_OUTSIDE_GUEST)
+		payload_calls_in_guest++;
+	if (payload_calls++ == 0)
+		handler_rc = vsched_vcpu_enter(v);
+}
+
+static void test_payload_handler_enter_ends_pass(void **state)
+{
+	struct vsched_payload p[3];
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	struct vsched_vcpu *v;
+	(void)state;
+
+	declare(vm, 0, "pl", 1, VSCHED_REQ_PAYLOAD, enter_on_first_payload, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	v = make_vcpu(vm, 0);
+	payload_calls = payload_calls_in_guest = 0;
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(vsched_post_payload(v, 0, &p[i]), 0);
+	assert_int_equal(vsched_service(v), VSCHED_ESTATE);
+	assert_int_equal(handler_rc, 0);
+	assert_int_equal(payload_calls, 1);
+	assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_IN_GUEST);
+	assert_int_equal(vsched_vcpu_exit(v), 0);
+	assert_int_equal(vsched_service(v), 1);
+	assert_int_equal(payload_calls, 3);
+	assert_int_equal(payload_calls_in_guest, 0);
+	vsched_vm_destroy(vm);
+}
+
 /* The payload node a kind queued last, posted again: its re-init cut the
  * queue (a node linked to itself), and the pass delivered it twice or
  * lost what was behind it. Refused now, nothing queued; the payloads
@@ -493,6 +533,7 @@ int main(void)
 		cmocka_unit_test(test_handler_vm_destroy_refused),
 		cmocka_unit_test(test_handler_unplug_ends_pass),
 		cmocka_unit_test(test_handler_enter_ends_pass),
+		cmocka_unit_test(test_payload_handler_enter_ends_pass),
 		cmocka_unit_test(test_payload_repost_of_last_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
