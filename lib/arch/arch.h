@@ -41,6 +41,10 @@ VSCHED__ARCH_PROFILES(VSCHED__PROFILE_EXTERN)
  * run-loop order. Its priority is 10 * id, which leaves the priorities
  * between two of the arch's kinds free for a VMM's own. */
 #define VSCHED__PROFILE_KIND(id, name, raise) { (id), (name), (id) * 10, 0, (raise) }
+/* One whose handler raises its own kind again (KVM's "not done, again at
+ * the next entry attempt"): VSCHED_REQ_RERAISE and its own bit. */
+#define VSCHED__PROFILE_KIND_RERAISE(id, name, raise)                           \
+	{ (id), (name), (id) * 10, VSCHED_REQ_RERAISE, (raise) | VSCHED_KIND_BIT(id) }
 #define VSCHED__PROFILE_NKINDS(a) (unsigned)(sizeof(a) / sizeof((a)[0]))
 
 /* KVM's default halt_poll_ns for the backend's arch: one load at VM

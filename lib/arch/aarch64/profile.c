@@ -15,7 +15,8 @@ enum {
 
 static const struct vsched_profile_kind arm64_kinds[] = {
 	K(A_VM_DEAD, "VM_DEAD", 0),
-	K(A_SLEEP, "SLEEP", 0),
+	/* vcpu_req_sleep(): woken by a signal, it asks to sleep again */
+	VSCHED__PROFILE_KIND_RERAISE(A_SLEEP, "SLEEP", 0),
 	K(A_VCPU_RESET, "VCPU_RESET", B(A_RELOAD_PMU)),
 	K(A_IRQ_PENDING, "IRQ_PENDING", 0),
 	K(A_RECORD_STEAL, "RECORD_STEAL", 0),

@@ -41,7 +41,9 @@ static const struct vsched_profile_kind x86_kinds[] = {
 	K(X_SCAN_IOAPIC, "SCAN_IOAPIC", B(X_LOAD_EOI_EXITMAP)),
 	K(X_LOAD_EOI_EXITMAP, "LOAD_EOI_EXITMAP", 0),
 	K(X_APIC_PAGE_RELOAD, "APIC_PAGE_RELOAD", 0),
-	K(X_HV_STIMER, "HV_STIMER", B(X_EVENT)),
+	/* kvm_hv_process_stimers(): a one-shot that expired as it started
+	 * is marked pending again (stimer_mark_pending) */
+	VSCHED__PROFILE_KIND_RERAISE(X_HV_STIMER, "HV_STIMER", B(X_EVENT)),
 	K(X_APICV_UPDATE, "APICV_UPDATE", B(X_EVENT)),
 	K(X_APF_READY, "APF_READY", 0),
 	K(X_TIMER, "TIMER", B(X_EVENT)),
