@@ -112,12 +112,11 @@ bool vsched__timer_filter(struct vsched_vcpu *v, unsigned r)
 	const struct vsched_host_ops *ops = &v->vm->ops;
 	struct vsched_timer *t = timer_of_rank(v, r);
 	uint64_t w, now, d, t0, t1;
-	bool stale, reread = false;
+	bool stale;
 
 	if (!t)
 		return true;
 	t->last_counted_stale = false;
-again:
 	w = atomic_load_explicit(&t->word, memory_order_acquire);
 	now = ops->now_ns(ops->ctx);
 	/* Stale in vsched's own view: re-armed or disarmed since the post, or
@@ -178,14 +177,29 @@ again:
 	 * reads (x1.875 a read). */
 	const uint64_t cap = mul_sat(t->est_read, 8);
 	PUT(t->est_read, t->est_read - t->est_read / 8 + (took < cap ? took : cap) / 8);
-	/* The host's timer_read wrote the timer (a nested VMM that brings
-	 * vsched's view in line with the deadline it read): judge the word
-	 * it left, once. Judged on the old one, the delivery's consume CAS
-	 * failed on the new word and its post was delivered a second time
-	 * at the next service (an outside trial's double expiry). */
-	if (!reread && atomic_load_explicit(&t->word, memory_order_relaxed) != w) {
-		reread = true;
-		goto again;
+	/* The word changed during the read (the host's timer_read armed the
+	 * timer to bring vsched's view in line, or another writer did):
+	 * judge the word as it is now, without a second read. Stale in
+	 * vsched's own view: cancelled, and learnt as a stale read. Judged
+	 * on the old word, the delivery's consume CAS failed on the new one
+	 * and its post was delivered a second time at the next service (an
+	 * outside trial's double expiry); read again (this fix's first
+	 * version), the callback's side effects repeated and ADAPTIVE lost
+	 * its stale reads (a review). */
+	{
+		const uint64_t w2 = atomic_load_explicit(&t->word, memory_order_acquire);
+		if (w2 != w) {
+			w = w2;
+			if (!(w & EXPIRED) || (t->semantics == VSCHED_TIMER_LEVEL &&
+					       !line_high(w, t1))) {
+				if (!rc)
+					observe(t, true);
+				adapt(t);
+				vsched__count(&t->st.stale_cancelled);
+				VSCHED__TRACE2(timer_cancel, v->id, t->kind);
+				return false;
+			}
+		}
 	}
 	if (rc) {
 		adapt(t);

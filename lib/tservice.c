@@ -37,7 +37,8 @@ static uint64_t kernel_dl(const struct vsched_timer_service *s, uint64_t d)
 			: 0);
 }
 
-static void program(struct vsched_timer_service *s)
+/* 0, or the -errno of this programming's failed timerfd_settime. */
+static int program(struct vsched_timer_service *s)
 {
 	/* Whoever lowered `next` programs it; re-check so that a slower
 	 * programmer never leaves a later value behind. */
@@ -53,10 +54,10 @@ static void program(struct vsched_timer_service *s)
 			 * Report it, and wake run() to do so. */
 			atomic_store(&s->err, rc);
 			vsched__os_signal(&s->os);
-			return;
+			return rc;
 		}
 		if (atomic_load(&s->next) == v)
-			return;
+			return 0;
 	}
 }
 
@@ -216,8 +217,7 @@ int vsched_timer_service_clock_changed(struct vsched_timer_service *s)
 	 * (an arm only lowers it); a programming in flight sees the change
 	 * at its re-check and programs 0 too. */
 	atomic_store(&s->next, 0);
-	program(s);
-	return atomic_load(&s->err);
+	return program(s);
 }
 
 int vsched_timer_service_stop(struct vsched_timer_service *s)

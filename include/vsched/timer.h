@@ -89,8 +89,8 @@ enum vsched_timer_cancel {
 	 * vsched_timer_report_spurious() reports the spurious deliveries).
 	 * Without a `timer_read` host callback there is nothing to read:
 	 * it drops what vsched itself knows stale and delivers the rest, as
-	 * CANCEL then does, and its estimates stay at their start (stats
-	 * report no reads and no stale share).
+	 * CANCEL then does; stats report no reads and no stale share, and
+	 * only vsched_timer_report_spurious() moves est_spurious_ns.
 	 */
 	VSCHED_CANCEL_ADAPTIVE = 2,
 };
@@ -202,11 +202,14 @@ VSCHED_API int vsched_timer_create(struct vsched_vcpu *vcpu,
  * Re-arming into the future makes a posted, undelivered expiry stale.
  * LEVEL: moving CVAL while the line stays high posts nothing new (no
  * edge).
- * Syscalls: none of its own without a timer service. With one, an arm
- * that makes the VM's earliest deadline earlier calls timerfd_settime, and
- * the first such arm on a thread registers it with liburcu-bp (an mmap and
- * rt_sigprocmask; vsched_thread_init() does it ahead, for a seccomp
- * filter); an arm that posts calls what a post does (a kick or a wake).
+ * Syscalls: an arm of a vCPU asleep in a block wakes it (its futex or
+ * eventfd) so that it looks at the new deadline; an arm that posts makes
+ * what a post makes (a kick or a wake). With a timer service, an arm into
+ * the future that makes the VM's earliest deadline earlier calls
+ * timerfd_settime, and the first arm, set_ctl or service pass on a thread
+ * while a service exists registers the thread with liburcu-bp (an mmap
+ * and rt_sigprocmask; vsched_thread_init() does it ahead, for a seccomp
+ * filter).
  * @return 0, VSCHED_EINVAL (NULL, deadline > VSCHED_TIMER_DEADLINE_MAX) or
  * VSCHED_EDESTROYED. Context: any thread, one writer of a timer at a time
  * (arm, disarm, set_ctl: the guest's traps of one vCPU). Writers racing on
@@ -247,7 +250,8 @@ VSCHED_API int vsched_timer_get(const struct vsched_timer *t,
  * The hypervisor saw a delivered timer interrupt turn out spurious (the
  * guest had already re-armed), costing `cost_ns`. Feeds ADAPTIVE. Counted
  * in stale_delivered, unless KEEP delivered it known stale and counted it
- * already.
+ * already: report a delivery before the timer's next service, which
+ * forgets that.
  * @return 0 or VSCHED_EINVAL. Context: the vCPU's thread.
  */
 VSCHED_API int vsched_timer_report_spurious(struct vsched_timer *t,
@@ -335,9 +339,11 @@ VSCHED_API int vsched_timer_service_run(struct vsched_timer_service *s);
  * fd readable and calls dispatch(). A vCPU asleep in a block converts its
  * own deadline: vsched_vcpu_kick() it (block.h). Needless with the default
  * clock. Added in 0.3.
- * @return 0, VSCHED_EINVAL or the negative errno of a failed
- * timerfd_settime. Context: any thread, while the service lives.
- * Syscalls: timerfd_settime.
+ * @return 0, VSCHED_EINVAL or the negative errno of its failed
+ * timerfd_settime (the fd may not ring then: call dispatch(), or run()
+ * returns that error). Context: any thread, while the service lives: not
+ * concurrently with vsched_timer_service_destroy(), which an arm may race
+ * and this may not. Syscalls: timerfd_settime.
  */
 VSCHED_API int vsched_timer_service_clock_changed(struct vsched_timer_service *s);
 /** Make run() return. Any thread. @return 0 or VSCHED_EINVAL. */

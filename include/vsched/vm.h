@@ -106,9 +106,14 @@ struct vsched_host_ops {
 	 * H_GUEST_GET_STATE. Used by the CANCEL and ADAPTIVE policies; its
 	 * cost is measured. Return 0, or a negative errno to deliver anyway.
 	 * Default: vsched's own view of the deadline. It runs on the vCPU's
-	 * thread inside vsched_service() and may arm the timer it reads (to
-	 * bring vsched's view in line): the expiry is then judged on the
-	 * word the arm left (read again once), and delivered once.
+	 * thread inside vsched_service() and may disarm the timer it reads,
+	 * or arm it into the future, to bring vsched's view in line: the
+	 * expiry is then judged on the word it left (cancelled, and learnt
+	 * as a stale read). An arm into the past is an expiry of its own: a
+	 * one-shot timer's expiry is delivered once (the arm's post is
+	 * dropped at the next service), but a decrementer, which stays
+	 * expired until it is re-armed into the future, is delivered at
+	 * every service: do not arm one into the past from here.
 	 */
 	int (*timer_read)(struct vsched_vcpu *vcpu, struct vsched_timer *timer,
 			  uint64_t *deadline_ns, void *ctx);
