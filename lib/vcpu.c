@@ -218,7 +218,8 @@ int vsched__service_slow(struct vsched_vcpu *v)
 		return VSCHED_ESTATE;
 	/* Nor from a handler of a pass (a nested pass would run earlier
 	 * kinds inside a later kind's handler and take the payload pass's
-	 * bound), nor from another thread during one. */
+	 * bound). The owner's flag, relaxed: another thread's pass during
+	 * one is the contract's misuse, which this may or may not catch. */
 	if (VSCHED__UNLIKELY(atomic_load_explicit(&v->in_service, memory_order_relaxed)))
 		return VSCHED_ESTATE;
 	atomic_store_explicit(&v->in_service, true, memory_order_relaxed);

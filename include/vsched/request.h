@@ -168,7 +168,8 @@ VSCHED_API int vsched_request_declare(struct vsched_vm *vm, unsigned kind,
  * @return 0; VSCHED_ECYCLE when the may-raise relation has a cycle (a
  * kind's own bit is one, unless the kind has VSCHED_REQ_RERAISE);
  * VSCHED_EORDER when a handler may raise a kind serviced no later than its
- * own (kinds of one priority are serviced in kind order); VSCHED_ERANGE when a may-raise set names an undeclared kind;
+ * own (kinds of one priority are serviced in kind order); VSCHED_ERANGE
+ * when a may-raise set names an undeclared kind;
  * VSCHED_EINVAL (NULL vm, unknown flags); VSCHED_EFINAL (finalised
  * already). A table with no kind declared is valid: the VM's vCPUs still
  * block, wait on fds, run timers and take kicks, and every post is
