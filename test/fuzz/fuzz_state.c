@@ -1962,7 +1962,8 @@ static void op_wait2(struct worker *wk, struct obj *o, unsigned oi, unsigned b)
 /* The injected clock moves: bit 0 a freeze (it stands still for 1, 10, 50
  * or 200 ms of CLOCK_MONOTONIC, 1 s at most an input), else a jump
  * forward (0.1 ms, 5 ms, 100 ms or 2 s); then, unless bit 3, every vCPU
- * and the waiter are kicked, as block.h asks after a jump. */
+ * and the waiter are kicked, as block.h asks after a jump, and a live
+ * timer service is told (vsched_timer_service_clock_changed(), timer.h). */
 static void op_clock(struct worker *wk, unsigned b)
 {
 	static const uint64_t fz[4] = { 1000000, 10000000, 50000000, 200000000 };
@@ -2012,6 +2013,16 @@ static void op_clock(struct worker *wk, unsigned b)
 		int rc = o->is_waiter ? vsched_waiter_kick(o->w) : vsched_vcpu_kick(o->v);
 		atomic_fetch_sub(&o->waking, 1);
 		CHECK_RC(rc, "kick after a clock jump");
+	}
+	if (!(b & 8) && tsvc_mode) {
+		pthread_rwlock_rdlock(&tsvc_lock); /* not against its destroy */
+		if (atomic_load(&tsvc_state) == 1) {
+			int rc = vsched_timer_service_clock_changed(tsvc);
+			CHECK_RC(rc, "vsched_timer_service_clock_changed");
+			if (rc)
+				fail("[E1] timer_service_clock_changed returned %d", rc);
+		}
+		pthread_rwlock_unlock(&tsvc_lock);
 	}
 	logop(wk, OP_CLOCK, 0, (uint8_t)b, 0);
 }

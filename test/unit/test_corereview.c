@@ -454,16 +454,22 @@ static void enter_on_first_payload(struct vsched_vcpu *v, unsigned kind,
 		handler_rc = vsched_vcpu_enter(v);
 }
 
+/* A VM whose one kind, 0, is a payload kind handled by `fn`; its vCPU 0. */
+static struct vsched_vcpu *payload_vcpu(struct vsched_vm **vm, vsched_request_fn fn)
+{
+	*vm = make_vm(NULL, 0);
+	declare(*vm, 0, "pl", 1, VSCHED_REQ_PAYLOAD, fn, NULL, 0);
+	assert_int_equal(vsched_request_finalize(*vm, 0), 0);
+	return make_vcpu(*vm, 0);
+}
+
 static void test_payload_handler_enter_ends_pass(void **state)
 {
 	struct vsched_payload p[3];
-	struct vsched_vm *vm = make_vm(NULL, 0);
-	struct vsched_vcpu *v;
+	struct vsched_vm *vm;
+	struct vsched_vcpu *v = payload_vcpu(&vm, enter_on_first_payload);
 	(void)state;
 
-	declare(vm, 0, "pl", 1, VSCHED_REQ_PAYLOAD, enter_on_first_payload, NULL, 0);
-	assert_int_equal(vsched_request_finalize(vm, 0), 0);
-	v = make_vcpu(vm, 0);
 	payload_calls = payload_calls_in_guest = 0;
 	for (unsigned i = 0; i < 3; i++)
 		assert_int_equal(vsched_post_payload(v, 0, &p[i]), 0);
@@ -497,13 +503,10 @@ static void take_payload(struct vsched_vcpu *v, unsigned kind,
 static void test_payload_repost_of_last_refused(void **state)
 {
 	struct vsched_payload p[2];
-	struct vsched_vm *vm = make_vm(NULL, 0);
-	struct vsched_vcpu *v;
+	struct vsched_vm *vm;
+	struct vsched_vcpu *v = payload_vcpu(&vm, take_payload);
 	(void)state;
 
-	declare(vm, 0, "pl", 1, VSCHED_REQ_PAYLOAD, take_payload, NULL, 0);
-	assert_int_equal(vsched_request_finalize(vm, 0), 0);
-	v = make_vcpu(vm, 0);
 	ngot = 0;
 	assert_int_equal(vsched_post_payload(v, 0, &p[0]), 0);
 	assert_int_equal(vsched_post_payload(v, 0, &p[1]), 0);
