@@ -472,12 +472,23 @@ static void test_bug_service_settime_error_lost(void **state)
 	bool back = join_within(ta, 1000, NULL);
 	atomic_store(&tfd_errno, 0);
 	if (!back) {
-		print_error("run() slept on: the deadline was never programmed "
-			    "(fired %u)\n", (unsigned)tstats(t).fired);
+		/* run() woke (the arm's failure rang it) only after the
+		 * deadline had passed, as on a loaded host: its dispatch
+		 * posted the expiry and had no deadline left to program, so
+		 * there was no error to return and nothing was lost. With
+		 * the defect nothing wakes it: nothing fired. */
+		unsigned fired = (unsigned)tstats(t).fired;
+		if (fired != 1)
+			print_error("run() slept on: the deadline was never "
+				    "programmed (fired %u)\n", fired);
+		assert_int_equal(fired, 1);
 		assert_int_equal(vsched_timer_service_stop(svc), 0);
 		assert_true(join_within(ta, 2000, NULL));
+		assert_int_equal(atomic_load(&a.rc), 0);
+		assert_int_equal(vsched_timer_service_destroy(svc), 0);
+		vsched_vm_destroy(vm);
+		return;
 	}
-	assert_true(back);
 	assert_int_equal(atomic_load(&a.rc), -EPERM);
 	/* Nothing lost: the kernel takes the timer again, a dispatch fires
 	 * what is due. */
@@ -621,16 +632,24 @@ static void test_pin_hotplug_churn_with_service(void **state)
 		struct vsched_vcpu *v1 = make_vcpu(vm, 1);
 		assert_int_equal(vsched_timer_create(v1, &d, &t1), 0);
 		bool exp1;
-		assert_int_equal(vsched_timer_arm(t1, mono() + (i % 2 ? 20000 : 2000000)), 0);
+		const uint64_t due = mono() + (i % 2 ? 20000 : 2000000);
+		assert_int_equal(vsched_timer_arm(t1, due), 0);
 		assert_int_equal(vsched_timer_arm(t0, mono() + 30000), 0);
 		usleep(i % 2 ? 50 : 0);
 		assert_int_equal(vsched_timer_get(t1, NULL, &exp1), 0);
 		assert_int_equal(vsched_vcpu_destroy(v1), 0);
+		/* A dispatch that saw v1 alive and its deadline due (its
+		 * clock read before the destroy, so only when the destroy
+		 * returned after `due`) may still be posting: a post taken
+		 * before the destroy, counted after it returned. At most
+		 * that one (one service thread); none at all when the
+		 * destroy returned before the deadline. */
+		const bool before_due = mono() < due;
 		unsigned fired = (unsigned)tstats(t1).fired;
 		assert_int_equal(vsched_timer_arm(t1, 1), VSCHED_EDESTROYED);
 		usleep(i % 2 ? 100 : 3000);
-		assert_int_equal(tstats(t1).fired, fired);
-		if (!(i % 2) && !exp1) { /* due 2 ms after its vCPU died */
+		assert_true(tstats(t1).fired - fired <= (before_due ? 0u : 1u));
+		if (!(i % 2) && !exp1 && before_due) { /* due after it died */
 			assert_int_equal(vsched_timer_get(t1, NULL, &exp1), 0);
 			assert_false(exp1);
 		}
