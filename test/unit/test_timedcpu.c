@@ -43,9 +43,10 @@ static unsigned cpu_reads;     /* CLOCK_THREAD_CPUTIME_ID reads */
  * wait began). */
 static unsigned wait_index, outlier_at, reads_at_wait, outliers;
 static uint64_t outlier_ns;
-/* A timed futex wait of `waker_vcpu` first posts `waker_kind` to it. */
+/* A timed futex wait of `waker_vcpu` first posts `waker_kind` to it
+ * (and counts it in waker_posts). */
 static struct vsched_vcpu *waker_vcpu;
-static unsigned waker_kind;
+static unsigned waker_kind, waker_posts;
 
 int clock_gettime(clockid_t id, struct timespec *ts)
 {
@@ -102,8 +103,10 @@ long syscall(long nr, ...)
 		real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
 	if (nr == SYS_futex && (a[1] & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET && a[3]) {
 		charge((const struct timespec *)a[3]);
-		if (waker_vcpu) /* out of BLOCKED: the wait returns at once */
+		if (waker_vcpu) { /* out of BLOCKED: the wait returns at once */
 			assert_int_equal(vsched_post(waker_vcpu, waker_kind), 0);
+			waker_posts++;
+		}
 	}
 	return real(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
@@ -176,11 +179,30 @@ static void test_dear_early_sleeps_go_plain(void **state)
 	}
 }
 
+/* The most of up to 3 measures of early_waits(): the verdict is the
+ * test's (the CPU is faked), but the lateness its sleeps aim by is the
+ * host's. On a loaded host the wakeups scatter, the spins cost more than
+ * their share and the class aims later (learn_late()'s keep), down to the
+ * deadline itself, which counts as plain here (136 of 200 early under two
+ * CPU hogs). A class that a wrong verdict makes plain is plain in each. */
+static unsigned early_waits_max(bool fd, unsigned e, unsigned p, unsigned budget,
+				unsigned n, unsigned last, unsigned want)
+{
+	unsigned best = 0;
+
+	for (int i = 0; i < 3 && best < want; i++) {
+		unsigned early = early_waits(fd, e, p, budget, n, last);
+
+		best = early > best ? early : best;
+	}
+	return best;
+}
+
 static void test_cheap_early_sleeps_stay(void **state)
 {
 	(void)state;
 	/* Early sleeps at a plain one's CPU: early. */
-	unsigned early = early_waits(true, 20, 20, 100, WAITS, JUDGED);
+	unsigned early = early_waits_max(true, 20, 20, 100, WAITS, JUDGED, JUDGED * 8 / 10);
 
 	printf("cheap, budget 100: %u of %u waits early\n", early, JUDGED);
 	assert_true(early >= JUDGED * 8 / 10);
@@ -190,7 +212,7 @@ static void test_budget_buys_early_sleeps(void **state)
 {
 	(void)state;
 	/* Twice a plain one's CPU again, within a budget of 300: early. */
-	unsigned early = early_waits(true, 40, 20, 300, WAITS, JUDGED);
+	unsigned early = early_waits_max(true, 40, 20, 300, WAITS, JUDGED, JUDGED * 8 / 10);
 
 	printf("dear, budget 300: %u of %u waits early\n", early, JUDGED);
 	assert_true(early >= JUDGED * 8 / 10);
@@ -214,7 +236,8 @@ static void test_learning_bets_no_cpu(void **state)
 		assert_true(early >= LEARNING / 16); /* its early samples */
 		assert_true(early <= LEARNING / 4);
 	}
-	unsigned early = early_waits(true, 40, 20, 300, LEARNING, LEARNING);
+	unsigned early = early_waits_max(true, 40, 20, 300, LEARNING, LEARNING,
+					 LEARNING * 3 / 4);
 
 	printf("epoll, learning, budget 300: %u of %u waits early\n", early, LEARNING);
 	assert_true(early >= LEARNING * 3 / 4);
@@ -228,11 +251,18 @@ static void test_learning_bets_no_cpu(void **state)
 static void test_one_outlier_while_learning(void **state)
 {
 	(void)state;
+	unsigned early = 0;
+	bool injected = true;
+
 	outlier_at = 40; /* about the 10th early sample */
-	outliers = 2;
 	outlier_ns = 180000;
-	unsigned early = early_waits(true, 20, 20, 100, WAITS, JUDGED);
-	bool injected = !outliers;
+	for (int i = 0; i < 3 && early < JUDGED * 8 / 10; i++) { /* early_waits_max() */
+		outliers = 2;
+		unsigned e = early_waits(true, 20, 20, 100, WAITS, JUDGED);
+
+		injected = injected && !outliers;
+		early = e > early ? e : early;
+	}
 
 	outliers = 0;
 	printf("two 200 us early waits while learning: %u of %u waits early\n", early,
@@ -261,10 +291,19 @@ static void test_woken_timed_waits_sample_rate(void **state)
 
 	waker_vcpu = v;
 	waker_kind = 1;
-	for (unsigned i = 0; i < WARM + COUNTED; i++) {
+	for (unsigned i = 0, late = 0; i < WARM + COUNTED; i++) {
 		if (i == WARM)
 			cpu_reads = 0;
-		assert_int_equal(vsched_vcpu_block(v, mono_ns() + 10000000), VSCHED_WAKE_REQUEST);
+		unsigned posts = waker_posts;
+		int rc = vsched_vcpu_block(v, mono_ns() + 10000000);
+		/* A thread preempted for the 10 ms before its futex wait (a
+		 * loaded host) finds its deadline passed and never sleeps:
+		 * no post, VSCHED_WAKE_DEADLINE. Not a woken wait: again. */
+		if (rc == VSCHED_WAKE_DEADLINE && waker_posts == posts && ++late < 16) {
+			i--;
+			continue;
+		}
+		assert_int_equal(rc, VSCHED_WAKE_REQUEST);
 		assert_int_equal(vsched_service(v), 1);
 	}
 	waker_vcpu = NULL;
