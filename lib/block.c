@@ -653,6 +653,7 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 					 : VSCHED_WAKE_DEADLINE;
 			break;
 		}
+		vsched__count(&s->hs.spurious); /* woken before the deadline for nothing */
 		/* The CPU sample was of one sleep: not of this round too. */
 		s->cpu0 = 0;
 		reason = vsched__arm(s, blocked);

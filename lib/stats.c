@@ -140,11 +140,25 @@ int vsched_vcpu_read_stats(const struct vsched_vcpu *v,
 	out->size = sizeof(*out);
 	/* Read order, for kicks_avoided below: a post's kick or wakeup
 	 * counter before the pending word, the pending word before the
-	 * serviced and coalesced counters. */
-	read_rows(out, FROM_VCPU, v);
-	read_rows(out, FROM_SLEEPER, &v->sl);
-	pend = atomic_load_explicit(&v->pending, memory_order_relaxed);
-	read_rank_rows(out, v);
+	 * serviced and coalesced counters. A post that kicked or woke the
+	 * vCPU while the snapshot was read may be in `posted` and not yet in
+	 * kicks_sent or wakeups, and so counted avoided: a reader preempted
+	 * there counted every post made meanwhile (31 too many seen by an
+	 * outside trial). So the snapshot is read again, up to 4 times in
+	 * all, until neither counter moved during it: what is left are the
+	 * posts in flight at its end, at most one per posting thread. */
+	for (unsigned tries = 1;; tries++) {
+		read_rows(out, FROM_VCPU, v);
+		read_rows(out, FROM_SLEEPER, &v->sl);
+		pend = atomic_load_explicit(&v->pending, memory_order_relaxed);
+		read_rank_rows(out, v);
+		if (tries == 4 ||
+		    (atomic_load_explicit(&v->ps.kicks_sent, memory_order_relaxed) ==
+			     out->kicks_sent &&
+		     atomic_load_explicit(&v->ps.wakeups, memory_order_relaxed) ==
+			     out->wakeups))
+			break;
+	}
 	/* The DERIVED rows. */
 	t = &v->vm->table;
 	for (unsigned r = 0; r < t->nkinds; r++) {

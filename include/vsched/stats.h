@@ -92,7 +92,9 @@ struct vsched_vcpu_stats {
 	uint64_t kicks_avoided;
 	/** Posts that woke a BLOCKED vCPU (posts only: see event_wakeups). */
 	uint64_t wakeups;
-	/** Sleeps that returned with no request and before the deadline. */
+	/** Sleeps that returned with no request and before the deadline:
+	 * a spurious kernel return, or a kick or timer re-arm that left
+	 * nothing to do. */
 	uint64_t spurious_wakeups;
 	/** Per kind, indexed by kind number. */
 	struct vsched_kind_stats kind[VSCHED_MAX_KINDS];
@@ -120,8 +122,13 @@ struct vsched_vcpu_stats {
  * vCPU and its posters are quiescent. The derived values (a kind's
  * `posted`, `kicks_avoided`) are computed from counters read at different
  * moments: while the vCPU services, a read may count a request as both
- * pending and serviced, so such a value can be up to one (per kind) more
- * than a later read returns. The counters themselves never go back.
+ * pending and serviced, so a kind's `posted` can be up to one more than a
+ * later read returns. `kicks_avoided` can be more than a later read by
+ * the posts still in flight (one per posting thread) that kicked or woke
+ * the vCPU: the read is made again, up to 4 times, while those counters
+ * move under it, and under a storm of kicks that outlasts 4 reads it can
+ * be more by the kicks made during the last one. The counters
+ * themselves never go back.
  * @return 0, VSCHED_EINVAL (NULL, size too small). Works on destroyed
  * vCPUs until vsched_vm_destroy(). Context: any thread.
  */
@@ -130,9 +137,9 @@ VSCHED_API int vsched_vcpu_read_stats(const struct vsched_vcpu *vcpu,
 
 /** Kinds of statistic (as KVM's binary stats). */
 enum vsched_stat_type {
-	/** A monotonic count (the derived `posted` and `kicks_avoided` may
-	 * read one too many while the vCPU services: see
-	 * vsched_vcpu_read_stats()). */
+	/** A monotonic count (the derived `posted` may read one too many
+	 * while the vCPU services, `kicks_avoided` a few while posts kick
+	 * or wake it: see vsched_vcpu_read_stats()). */
 	VSCHED_STAT_COUNTER = 0,
 	/** A log2 histogram: value i counts samples in [2^(i-1), 2^i) (the
 	 * last value: from 2^(VSCHED_HIST_BUCKETS-2) up). */

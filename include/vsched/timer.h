@@ -146,7 +146,8 @@ struct vsched_timer_desc {
 struct vsched_timer_stats {
 	/** Expiries posted (a post that merged with a pending one of the
 	 * kind included: fired may exceed delivered + stale_cancelled with
-	 * nothing lost). */
+	 * nothing lost; counted after the post, so a read while an expiry is
+	 * in flight may find it delivered or cancelled and not yet fired). */
 	uint64_t fired;
 	/** Expiries delivered to the handler. */
 	uint64_t delivered;
