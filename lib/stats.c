@@ -143,10 +143,11 @@ int vsched_vcpu_read_stats(const struct vsched_vcpu *v,
 	 * serviced and coalesced counters. A post that kicked or woke the
 	 * vCPU while the snapshot was read may be in `posted` and not yet in
 	 * kicks_sent or wakeups, and so counted avoided: a reader preempted
-	 * there counted every post made meanwhile (31 too many seen by an
+	 * there counted every post made meanwhile (up to 41 too many in an
 	 * outside trial). So the snapshot is read again, up to 4 times in
 	 * all, until neither counter moved during it: what is left are the
-	 * posts in flight at its end, at most one per posting thread. */
+	 * posts in flight at its end, one per posting thread (a best effort:
+	 * relaxed loads, as every counter's; 3 at most in that trial). */
 	for (unsigned tries = 1;; tries++) {
 		read_rows(out, FROM_VCPU, v);
 		read_rows(out, FROM_SLEEPER, &v->sl);

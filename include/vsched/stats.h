@@ -123,12 +123,13 @@ struct vsched_vcpu_stats {
  * `posted`, `kicks_avoided`) are computed from counters read at different
  * moments: while the vCPU services, a read may count a request as both
  * pending and serviced, so a kind's `posted` can be up to one more than a
- * later read returns. `kicks_avoided` can be more than a later read by
- * the posts still in flight (one per posting thread) that kicked or woke
- * the vCPU: the read is made again, up to 4 times, while those counters
- * move under it, and under a storm of kicks that outlasts 4 reads it can
- * be more by the kicks made during the last one. The counters
- * themselves never go back.
+ * later read returns. `kicks_avoided`, derived from those, can be more
+ * than a later read by as many, plus the posts still in flight that
+ * kicked or woke the vCPU (one per posting thread): the read is made
+ * again, up to 4 times, while those two counters move under it, and
+ * under a storm of kicks that outlasts 4 reads it can be more by the
+ * kicks made during the last one. The counters themselves never go
+ * back.
  * @return 0, VSCHED_EINVAL (NULL, size too small). Works on destroyed
  * vCPUs until vsched_vm_destroy(). Context: any thread.
  */
