@@ -383,10 +383,13 @@ static void *spur_consumer(void *arg)
 	return NULL;
 }
 
-/* Kick until a kick woke the sleeping consumer (returns 1); 10 s guard. */
+/* Kick until a kick woke the sleeping consumer (returns 1); the hang
+ * guard: 10 s. */
 static void kick_sleeper(struct vsched_waiter *w)
 {
-	for (unsigned i = 0; i < 10000000; i++) {
+	const uint64_t guard = mono() + 10000000000ull;
+
+	while (mono() < guard) {
 		int rc = vsched_waiter_kick(w);
 		assert_true(rc == 0 || rc == 1);
 		if (rc == 1)
