@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -206,6 +207,22 @@ static inline unsigned open_fds(void)
 		n++;
 	closedir(d);
 	return n;
+}
+
+/* Thread `tid`'s state letter in /proc ('S': asleep), '?' if unread. */
+static inline char task_state(pid_t tid)
+{
+	char path[64], buf[512], *p;
+	FILE *fp;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	fp = fopen(path, "r");
+	if (!fp)
+		return '?';
+	p = fgets(buf, sizeof(buf), fp);
+	fclose(fp);
+	if (!p || !(p = strrchr(buf, ')')))
+		return '?';
+	return p[2];
 }
 
 /* CLOCK_MONOTONIC in ns (the real clock, for tests on the host's). */

@@ -908,12 +908,19 @@ static void *post_when_polling(void *arg)
 /* Posts once the vCPU sleeps (BLOCKED); it never does if it polls. The
  * hang guard: after 10 s it posts anyway (the test then fails on what
  * the stats say, not on the time). */
+/* The thread that post_after_sleep() waits to see asleep. */
+static _Atomic pid_t sleeper_tid;
+
 static void *post_after_sleep(void *arg)
 {
 	struct vsched_vcpu *v = arg;
 	uint64_t guard = mono_ns() + 10000000000ull;
 
-	while (vsched_vcpu_mode(v) != VSCHED_MODE_BLOCKED && mono_ns() < guard)
+	/* BLOCKED is set before the sleep's re-check: a post then is found
+	 * there and nothing sleeps (halt_wait_ns unchanged; a CI run saw
+	 * it). Post once the thread is asleep in the kernel too. */
+	while ((vsched_vcpu_mode(v) != VSCHED_MODE_BLOCKED ||
+		task_state(atomic_load(&sleeper_tid)) != 'S') && mono_ns() < guard)
 		sched_yield();
 	assert_int_equal(vsched_post(v, K_REQ), 0);
 	return NULL;
@@ -1004,6 +1011,7 @@ static void test_short_wait_polls(void **state)
 	pp.sleep_cpu_ns = 1000000000;
 	assert_int_equal(vsched_vcpu_set_poll(v, &pp), 0);
 	waited = st.halt.halt_wait_ns;
+	atomic_store(&sleeper_tid, (pid_t)syscall(SYS_gettid));
 	assert_int_equal(pthread_create(&th, NULL, post_after_sleep, v), 0);
 	dl = mono_ns() + (uint64_t)(((unsigned __int128)1 << 64) * 16 / 17) + 500000000;
 	assert_int_equal(vsched_vcpu_block(v, dl), VSCHED_WAKE_REQUEST);

@@ -85,7 +85,6 @@ struct fix {
 	int efd;
 };
 
-static char task_state(pid_t tid);
 
 static void fix_up(struct fix *f, int state)
 {
@@ -429,21 +428,6 @@ static struct vsched_vcpu *plain_vcpu(struct vsched_vm **vm)
 }
 
 /* /proc state of a thread: 'S' asleep in the kernel, 'R' running. */
-static char task_state(pid_t tid)
-{
-	char path[64], buf[512], *p;
-	FILE *fp;
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	fp = fopen(path, "r");
-	if (!fp)
-		return '?';
-	p = fgets(buf, sizeof(buf), fp);
-	fclose(fp);
-	if (!p || !(p = strrchr(buf, ')')))
-		return '?';
-	return p[2];
-}
-
 struct sleeper {
 	struct owner o;
 	_Atomic pid_t tid;
