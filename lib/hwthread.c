@@ -27,5 +27,12 @@ int vsched_hwthread_wakeup(struct vsched_hwthread *t)
 
 int vsched_hwthread_state(const struct vsched_hwthread *t)
 {
-	return t ? (int)__atomic_load_n(&t->state, __ATOMIC_RELAXED) : VSCHED_EINVAL;
+	uint32_t s;
+
+	if (!t)
+		return VSCHED_EINVAL;
+	/* A word no call of ours wrote (not zero-initialised, or overwritten)
+	 * is not a state a waker can act on. */
+	s = __atomic_load_n(&t->state, __ATOMIC_RELAXED);
+	return s <= VSCHED_HWTHREAD_IN_GUEST ? (int)s : VSCHED_EINVAL;
 }

@@ -69,7 +69,10 @@ VSCHED_API int vsched_hwthread_enter(struct vsched_hwthread *t, unsigned state);
  */
 VSCHED_API int vsched_hwthread_wakeup(struct vsched_hwthread *t);
 
-/** The current state (any thread), or VSCHED_EINVAL. */
+/** The current state (any thread), or VSCHED_EINVAL: `t` is NULL, or its
+ * word holds no state (the struct was not zero-initialised, or was
+ * overwritten). vsched_hwthread_wakeup() stores IN_KERNEL over such a
+ * word. */
 VSCHED_API int vsched_hwthread_state(const struct vsched_hwthread *t);
 
 #ifdef __cplusplus

@@ -142,6 +142,11 @@ static void test_hwthread_fast_path(void **state)
 	assert_int_equal(vsched_hwthread_enter(NULL, 0), VSCHED_EINVAL);
 	assert_int_equal(vsched_hwthread_wakeup(NULL), VSCHED_EINVAL);
 	assert_int_equal(vsched_hwthread_state(NULL), VSCHED_EINVAL);
+	/* A word that holds no state reads as an error, not as a state. */
+	t.state = 7;
+	assert_int_equal(vsched_hwthread_state(&t), VSCHED_EINVAL);
+	assert_int_equal(vsched_hwthread_wakeup(&t), 0);
+	assert_int_equal(vsched_hwthread_state(&t), VSCHED_HWTHREAD_IN_KERNEL);
 }
 
 int main(void)
