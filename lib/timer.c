@@ -91,8 +91,10 @@ int vsched_timer_create(struct vsched_vcpu *v,
 	t->cancel = d->cancel;
 	t->est_read = d->read_cost_ns ? d->read_cost_ns : 1000;
 	t->est_spur = d->spurious_cost_ns ? d->spurious_cost_ns : 10000;
-	t->reading = true; /* ADAPTIVE starts by reading: that measures */
-	atomic_store(&t->st.reading, 1);
+	/* ADAPTIVE starts by reading: that measures. The other policies
+	 * make no choice, and their stats say 0. */
+	t->reading = d->cancel == VSCHED_CANCEL_ADAPTIVE;
+	atomic_store(&t->st.reading, t->reading);
 	/* Publish: the vCPU's list, then the VM's list for the service. */
 	v->timers[v->ntimers] = t;
 	v->timer_ranks |= UINT64_C(1) << r;

@@ -161,7 +161,8 @@ struct vsched_timer_stats {
 	uint64_t state_reads;
 	/** Their total measured ns. */
 	uint64_t state_read_ns;
-	/** ADAPTIVE: current choice (1: reading). */
+	/** ADAPTIVE: current choice (1: reading); 0 under the other
+	 * policies. */
 	unsigned adaptive_reading;
 	/** ADAPTIVE: estimated cost of one read. */
 	uint64_t est_read_ns;

@@ -143,6 +143,7 @@ static void test_cancel_policies_nested(void **state)
 	struct vsched_timer_stats s = tstats(r.t);
 	assert_int_equal(s.stale_cancelled, 1);
 	assert_int_equal(s.state_read_ns, 50);
+	assert_int_equal(s.adaptive_reading, 0); /* ADAPTIVE's choice only */
 	/* vsched's view now follows the guest's deadline. */
 	uint64_t d;
 	assert_int_equal(vsched_timer_get(r.t, &d, NULL), 0);
