@@ -2,6 +2,7 @@
 /* The helpers every benchmark shares (bench.h). */
 #define _GNU_SOURCE
 #include <linux/futex.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -81,6 +82,9 @@ static int cmp_d(const void *a, const void *b)
 double median(double *v, int n)
 {
 	double t[MAX_RUNS];
+	for (int i = 0; i < n; i++)
+		if (isnan(v[i]))
+			return NAN; /* an undefined ratio among them */
 	memcpy(t, v, n * sizeof(*v));
 	qsort(t, n, sizeof(*t), cmp_d);
 	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
@@ -88,12 +92,17 @@ double median(double *v, int n)
 
 void json_line(const struct json_line *l)
 {
+	char ratio[64];
+
+	if (isnan(l->ratio))
+		snprintf(ratio, sizeof(ratio), "null");
+	else
+		snprintf(ratio, sizeof(ratio), "%.*f", l->ratio_prec, l->ratio);
 	printf("{\"bench\": \"%s\", \"metric\": \"%s\", \"unit\": \"%s\", "
 	       "\"value\": %.*f, \"baseline\": \"%s\", \"baseline_value\": %.*f, "
-	       "\"ratio\": %.*f, \"runs\": %d, \"min\": %.*f, \"max\": %.*f}\n",
+	       "\"ratio\": %s, \"runs\": %d, \"min\": %.*f, \"max\": %.*f}\n",
 	       l->bench, l->metric, l->unit, l->prec, l->value, l->baseline, l->prec,
-	       l->baseline_value, l->ratio_prec, l->ratio, l->runs, l->prec, l->min,
-	       l->prec, l->max);
+	       l->baseline_value, ratio, l->runs, l->prec, l->min, l->prec, l->max);
 }
 
 void report(const char *bench, const char *metric, const char *unit,
@@ -101,7 +110,7 @@ void report(const char *bench, const char *metric, const char *unit,
 {
 	double ratio[MAX_RUNS], lo = val[0], hi = val[0];
 	for (int i = 0; i < n; i++) {
-		ratio[i] = val[i] / base[i];
+		ratio[i] = base[i] > 0 ? val[i] / base[i] : val[i] > 0 ? NAN : 1.0;
 		lo = val[i] < lo ? val[i] : lo;
 		hi = val[i] > hi ? val[i] : hi;
 	}
@@ -112,6 +121,10 @@ void report(const char *bench, const char *metric, const char *unit,
 					       .baseline_value = mb, .ratio = mr, .min = lo,
 					       .max = hi, .runs = n, .prec = 2,
 					       .ratio_prec = 3 });
+	else if (isnan(mr))
+		printf("%-8s %-28s %9.2f %-3s  vs %-26s %9.2f  ratio n/a  "
+		       "(runs %d, min %.2f, max %.2f)\n",
+		       bench, metric, mv, unit, baseline, mb, n, lo, hi);
 	else
 		printf("%-8s %-28s %9.2f %-3s  vs %-26s %9.2f  ratio %.3f  "
 		       "(runs %d, min %.2f, max %.2f)\n",

@@ -65,7 +65,8 @@ void doorbell_consumer_close(struct doorbell_consumer *c);
 /* qsort comparator of uint64_t. */
 int cmp_u64(const void *a, const void *b);
 
-/* Median of n <= MAX_RUNS values (v is left unsorted). */
+/* Median of n <= MAX_RUNS values (v is left unsorted); NAN when one of
+ * them is NAN (an undefined ratio makes the median of ratios undefined). */
 double median(double *v, int n);
 
 /*
@@ -79,7 +80,9 @@ void report(const char *bench, const char *metric, const char *unit,
 /*
  * One JSON line of the shape test/bench/check-json.sh checks, for the
  * benchmarks that compute their own figures: values and min/max with
- * `prec` decimals, the ratio with `ratio_prec`.
+ * `prec` decimals, the ratio with `ratio_prec`. The ratio convention of
+ * every benchmark: value over baseline; 1 when both are 0; NAN when only
+ * the baseline is 0 (undefined), printed as null (n/a in text).
  */
 struct json_line {
 	const char *bench, *metric, *unit, *baseline;

@@ -2,6 +2,10 @@
 # Turn `vsched-bench --json` output into PNG plots (gnuplot).
 # usage: bench/plot.sh RESULTS.json OUTDIR
 set -eu
+if ! command -v gnuplot >/dev/null 2>&1; then
+	echo "bench/plot.sh: needs gnuplot (Debian: apt-get install gnuplot-nox)" >&2
+	exit 127
+fi
 json=$1
 out=$2
 mkdir -p "$out"

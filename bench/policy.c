@@ -93,12 +93,18 @@ static int load_trace(const char *path, struct trace *t)
 		*dot = 0;
 	t->n = 0;
 	t->d = malloc(cap * sizeof(*t->d));
-	while (fgets(line, sizeof(line), f)) {
+	for (unsigned ln = 1; fgets(line, sizeof(line), f); ln++) {
 		char *p = line, *end;
 		while (*p == ' ' || *p == '\t')
 			p++;
 		if (*p == '#' || *p == '\n' || !*p)
 			continue;
+		if (*p == '-') { /* strtoull would take -1 for 2^64 - 1 ns */
+			fprintf(stderr, "%s:%u: a negative halt length\n", path, ln);
+			fclose(f);
+			free(t->d);
+			return -1;
+		}
 		unsigned long long v = strtoull(p, &end, 10);
 		if (end == p)
 			continue;
@@ -213,7 +219,7 @@ static struct outcome replay(const struct pol *pl, const struct trace *t,
 	qsort(lat, t->n, sizeof(*lat), cmp_u64);
 	o.mean_lat = latsum / (double)t->n;
 	o.p50_lat = (double)lat[t->n / 2];
-	o.p99_lat = (double)lat[(t->n * 99) / 100];
+	o.p99_lat = (double)lat[(t->n * 99 + 99) / 100 - 1]; /* nearest rank */
 	o.cpu_per_halt = cpu / (double)t->n;
 	o.poll_per_halt = poll / (double)t->n;
 	o.won = (double)won / (double)t->n;
@@ -314,7 +320,7 @@ static struct outcome live_run(const struct pol *pl, const struct trace *t,
 	o.won = (double)l.won / (double)l.n;
 	qsort(l.lat, l.n, sizeof(*l.lat), cmp_u64);
 	o.p50_lat = (double)l.lat[l.n / 2];
-	o.p99_lat = (double)l.lat[(l.n * 99) / 100];
+	o.p99_lat = (double)l.lat[(l.n * 99 + 99) / 100 - 1]; /* nearest rank */
 	free(l.lat);
 	return o;
 }
@@ -330,7 +336,7 @@ static void emit(const char *trace, const char *pol, const char *metric,
 		json_line(&(struct json_line){ .bench = "policy", .metric = m, .unit = unit,
 					       .baseline = base, .value = v,
 					       .baseline_value = b,
-					       .ratio = b > 0 ? v / b : (v > 0 ? 1e9 : 1.0),
+					       .ratio = b > 0 ? v / b : (v > 0 ? NAN : 1.0),
 					       .min = v, .max = v, .runs = 1, .prec = 2,
 					       .ratio_prec = 3 });
 }
@@ -437,9 +443,15 @@ static void calibrate(double *c_poll, double *c_wake, double *c_sleep)
 			*c_sleep = median(c, 3);
 	}
 	if (!opt_json)
-		printf("policy: cost model: polled wakeup %.0f ns, sleeping wakeup %.0f ns, "
-		       "a sleep's CPU %.0f ns (calibrated: half the measured round trips, "
-		       "half a sleeping round trip's CPU)\n", *c_poll, *c_wake, *c_sleep);
+		printf("policy: cost model: polled wakeup %.0f ns (%s), sleeping wakeup "
+		       "%.0f ns (%s), a sleep's CPU %.0f ns (%s)%s\n", *c_poll,
+		       opt_polled_ns > 0 ? "given" : "calibrated", *c_wake,
+		       opt_wake_ns > 0 ? "given" : "calibrated", *c_sleep,
+		       opt_sleep_cpu_ns > 0 ? "given" : "calibrated",
+		       opt_polled_ns > 0 && opt_wake_ns > 0 && opt_sleep_cpu_ns > 0
+			       ? ""
+			       : "; calibrated: half the measured round trips, half a "
+				 "sleeping round trip's CPU");
 }
 
 /* The policies replayed: the named ones, then the fixed windows between
@@ -681,10 +693,24 @@ static int run_policy(void)
 	static struct trace tr[MAX_TRACES];
 	static struct outcome res[MAX_TRACES][NPOL];
 	struct verdict ver[MAX_TRACES];
-	int ntr = load_traces(tr);
 	double c_poll, c_wake, c_sleep;
 	struct pol pols[NPOL];
+	struct vsched_poll_params chk;
+	struct vsched_poll_state st;
 
+	/* The options the replay's parameters take, checked by the library's
+	 * own rule (vsched_poll_init() refuses what the engine would). */
+	vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 200000, &chk);
+	chk.latency_weight = opt_weight;
+	chk.cpu_budget_pct = opt_budget;
+	if (opt_decay != -1)
+		chk.decay_shift = opt_decay < 0 ? UINT_MAX : (unsigned)opt_decay;
+	if (vsched_poll_init(&chk, &st)) {
+		fprintf(stderr, "policy: the library refuses these parameters: --decay-shift "
+			"is 0-15, --budget 0-10000 (%% of the incumbent's CPU)\n");
+		return 2;
+	}
+	int ntr = load_traces(tr);
 	if (!ntr) {
 		fprintf(stderr, "no traces\n");
 		return 1;

@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <linux/futex.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -158,14 +159,16 @@ static struct tw run_block(struct ctx *x, int pair, int impl, uint64_t to, int n
 	r.cpu = (double)(thread_cpu_ns() - cpu0) / n;
 	qsort(late, (size_t)n, sizeof(*late), cmp_u64);
 	r.med = (double)late[n / 2];
-	r.p99 = (double)late[(size_t)n * 99 / 100];
+	r.p99 = (double)late[((size_t)n * 99 + 99) / 100 - 1]; /* nearest rank */
 	free(late);
 	return r;
 }
 
+/* v over b, per the JSON convention (bench.h): 1 when both are 0, NAN
+ * (undefined) when only b is. */
 static double ratio1(double v, double b)
 {
-	return b > 0 ? v / b : (v > 0 ? 1e9 : 1.0);
+	return b > 0 ? v / b : (v > 0 ? NAN : 1.0);
 }
 
 static int run_timedwait(void)
