@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The helpers every benchmark shares (bench.h). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <linux/futex.h>
 #include <math.h>
 #include <pthread.h>
@@ -65,6 +66,22 @@ void doorbell_consumer_close(struct doorbell_consumer *c)
 	} else {
 		close(c->ep);
 	}
+}
+
+unsigned long long opt_num(const char *opt, const char *s, unsigned long long max)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	/* strtoull takes "-1" for 2^64 - 1: digits only */
+	if (*s < '0' || *s > '9' || *end || errno || v > max) {
+		fprintf(stderr, "vsched-bench: %s takes a whole number 0-%llu, not '%s'\n",
+			opt, max, s);
+		exit(2);
+	}
+	return v;
 }
 
 int cmp_u64(const void *a, const void *b)

@@ -62,6 +62,11 @@ void doorbell_consumer_open(struct doorbell_consumer *c,
 			    const struct vsched_waiter_config *cfg, int efd);
 void doorbell_consumer_close(struct doorbell_consumer *c);
 
+/* A whole-number option's value, s, in 0..max: anything else (empty, not
+ * decimal digits, negative, above max) ends the program with status 2 and
+ * a message that names the option. */
+unsigned long long opt_num(const char *opt, const char *s, unsigned long long max);
+
 /* qsort comparator of uint64_t. */
 int cmp_u64(const void *a, const void *b);
 

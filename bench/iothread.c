@@ -89,13 +89,15 @@ static int iothread_option(int argc, char **argv, int i)
 	if (!strcmp(argv[i], "--io-family") && i + 1 < argc)
 		opt_io_family = argv[i + 1];
 	else if (!strcmp(argv[i], "--io-poll-max-us") && i + 1 < argc)
-		opt_knob_max_us = (unsigned)atoi(argv[i + 1]), opt_knob_set = true;
+		opt_knob_max_us = (unsigned)opt_num(argv[i], argv[i + 1], 1000000),
+		opt_knob_set = true;
 	else if (!strcmp(argv[i], "--io-latency-weight") && i + 1 < argc)
-		opt_knob_weight = (unsigned)atoi(argv[i + 1]);
+		opt_knob_weight = (unsigned)opt_num(argv[i], argv[i + 1], 1000000);
 	else if (!strcmp(argv[i], "--hog") && i + 1 < argc)
-		opt_hog = (unsigned)atoi(argv[i + 1]);
+		opt_hog = (unsigned)opt_num(argv[i], argv[i + 1], 64);
 	else if (!strcmp(argv[i], "--contention") && i + 1 < argc)
-		opt_contention = (unsigned)atoi(argv[i + 1]);
+		opt_contention = (unsigned)opt_num(argv[i], argv[i + 1],
+						   VSCHED_CONTENTION_SAMPLED);
 	else
 		return 0;
 	return 2;

@@ -55,11 +55,11 @@ static int policy_option(int argc, char **argv, int i)
 	else if (!strcmp(argv[i], "--sleep-cpu-ns") && i + 1 < argc)
 		opt_sleep_cpu_ns = atof(argv[i + 1]);
 	else if (!strcmp(argv[i], "--latency-weight") && i + 1 < argc)
-		opt_weight = (unsigned)atoi(argv[i + 1]);
+		opt_weight = (unsigned)opt_num(argv[i], argv[i + 1], 1000000);
 	else if (!strcmp(argv[i], "--budget") && i + 1 < argc)
-		opt_budget = (unsigned)atoi(argv[i + 1]);
+		opt_budget = (unsigned)opt_num(argv[i], argv[i + 1], 10000);
 	else if (!strcmp(argv[i], "--decay-shift") && i + 1 < argc)
-		opt_decay = atoi(argv[i + 1]);
+		opt_decay = (int)opt_num(argv[i], argv[i + 1], 15);
 	else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
 		opt_seed = strtoull(argv[i + 1], NULL, 0);
 	else if (!strcmp(argv[i], "--family") && i + 1 < argc)
@@ -703,8 +703,8 @@ static int run_policy(void)
 	vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 200000, &chk);
 	chk.latency_weight = opt_weight;
 	chk.cpu_budget_pct = opt_budget;
-	if (opt_decay != -1)
-		chk.decay_shift = opt_decay < 0 ? UINT_MAX : (unsigned)opt_decay;
+	if (opt_decay >= 0)
+		chk.decay_shift = (unsigned)opt_decay;
 	if (vsched_poll_init(&chk, &st)) {
 		fprintf(stderr, "policy: the library refuses these parameters: --decay-shift "
 			"is 0-15, --budget 0-10000 (%% of the incumbent's CPU)\n");

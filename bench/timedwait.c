@@ -62,11 +62,7 @@ static int opt_tw_budget = -1;
 static int timedwait_option(int argc, char **argv, int i)
 {
 	if (!strcmp(argv[i], "--tw-budget") && i + 1 < argc) {
-		char *end;
-		long v = strtol(argv[i + 1], &end, 10);
-
-		/* Not a number: -2, which run_timedwait() reports. */
-		opt_tw_budget = *argv[i + 1] && !*end && v >= 0 && v <= 1000000 ? (int)v : -2;
+		opt_tw_budget = (int)opt_num(argv[i], argv[i + 1], 10000);
 		return 2;
 	}
 	return 0;

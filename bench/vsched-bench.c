@@ -64,18 +64,25 @@ int main(int argc, char **argv)
 			return 0;
 		}
 		else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
-			opt_runs = atoi(argv[++i]);
+			opt_runs = (int)opt_num("--runs", argv[++i], MAX_RUNS);
 		else if ((n = bench_option(argc, argv, i)))
 			i += n - 1;
-		else if (argv[i][0] != '-')
+		else if (argv[i][0] != '-' && !strcmp(which, "all"))
 			which = argv[i];
+		else if (argv[i][0] != '-') {
+			fprintf(stderr, "vsched-bench: one benchmark a run (%s, then %s)\n",
+				which, argv[i]);
+			return 2;
+		}
 		else {
 			usage(argv[0], stderr);
 			return 2;
 		}
 	}
-	if (opt_runs < 1 || opt_runs > MAX_RUNS)
-		opt_runs = 5;
+	if (opt_runs < 1) {
+		fprintf(stderr, "vsched-bench: --runs is 1-%d\n", MAX_RUNS);
+		return 2;
+	}
 	unsigned ran = 0;
 	for (unsigned i = 0; i < NBENCH; i++) {
 		const struct bench *b = benches[i];
