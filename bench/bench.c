@@ -132,20 +132,22 @@ void report(const char *bench, const char *metric, const char *unit,
 		hi = val[i] > hi ? val[i] : hi;
 	}
 	double mv = median(val, n), mb = median(base, n), mr = median(ratio, n);
+	/* A ratio below 0.01 (pmi's cut) gets the digits that show it. */
+	const int rp = mr > 0 && mr < 0.01 ? 6 : 3;
 	if (opt_json)
 		json_line(&(struct json_line){ .bench = bench, .metric = metric, .unit = unit,
 					       .baseline = baseline, .value = mv,
 					       .baseline_value = mb, .ratio = mr, .min = lo,
 					       .max = hi, .runs = n, .prec = 2,
-					       .ratio_prec = 3 });
+					       .ratio_prec = rp });
 	else if (isnan(mr))
 		printf("%-8s %-28s %9.2f %-3s  vs %-26s %9.2f  ratio n/a  "
 		       "(runs %d, min %.2f, max %.2f)\n",
 		       bench, metric, mv, unit, baseline, mb, n, lo, hi);
 	else
-		printf("%-8s %-28s %9.2f %-3s  vs %-26s %9.2f  ratio %.3f  "
+		printf("%-8s %-28s %9.2f %-3s  vs %-26s %9.2f  ratio %.*f  "
 		       "(runs %d, min %.2f, max %.2f)\n",
-		       bench, metric, mv, unit, baseline, mb, mr, n, lo, hi);
+		       bench, metric, mv, unit, baseline, mb, rp, mr, n, lo, hi);
 	fflush(stdout);
 }
 
