@@ -99,10 +99,15 @@ static int cmp_d(const void *a, const void *b)
 double median(double *v, int n)
 {
 	double t[MAX_RUNS];
+	int m = 0;
+	/* An undefined ratio (NAN: a run against a baseline of 0) is left
+	 * out; none defined, none is. */
 	for (int i = 0; i < n; i++)
-		if (isnan(v[i]))
-			return NAN; /* an undefined ratio among them */
-	memcpy(t, v, n * sizeof(*v));
+		if (!isnan(v[i]))
+			t[m++] = v[i];
+	if (!m)
+		return NAN;
+	n = m;
 	qsort(t, n, sizeof(*t), cmp_d);
 	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 }

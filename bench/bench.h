@@ -70,14 +70,17 @@ unsigned long long opt_num(const char *opt, const char *s, unsigned long long ma
 /* qsort comparator of uint64_t. */
 int cmp_u64(const void *a, const void *b);
 
-/* Median of n <= MAX_RUNS values (v is left unsorted); NAN when one of
- * them is NAN (an undefined ratio makes the median of ratios undefined). */
+/* Median of n <= MAX_RUNS values (v is left unsorted). NAN values (runs
+ * whose ratio is undefined) are left out; NAN when all of them are. */
 double median(double *v, int n);
 
 /*
  * One metric of n runs against its baseline measured in the same runs:
  * median value, median baseline, median of the per-run ratios, min and max
- * of the value; a text line, or a JSON line with --json.
+ * of the value; a text line, or a JSON line with --json. A run whose
+ * baseline is 0 under a value that is not has no ratio and is left out of
+ * the median of ratios (median()); if no run has one, the ratio is
+ * undefined (NAN: null, n/a).
  */
 void report(const char *bench, const char *metric, const char *unit,
 	    const char *baseline, double *val, double *base, int n);
@@ -87,7 +90,9 @@ void report(const char *bench, const char *metric, const char *unit,
  * benchmarks that compute their own figures: values and min/max with
  * `prec` decimals, the ratio with `ratio_prec`. The ratio convention of
  * every benchmark: value over baseline; 1 when both are 0; NAN when only
- * the baseline is 0 (undefined), printed as null (n/a in text).
+ * the baseline is 0 (undefined), printed as null (n/a in text), never a
+ * large stand-in (1e9 was) that reads as a measured ratio. check-json.sh
+ * accepts a null ratio only where baseline_value is 0.
  */
 struct json_line {
 	const char *bench, *metric, *unit, *baseline;

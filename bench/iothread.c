@@ -429,7 +429,7 @@ static double med(struct res (*res)[NCONS], int runs, int c, unsigned m, double 
 		*lo = v[r] < *lo ? v[r] : *lo;
 		*hi = v[r] > *hi ? v[r] : *hi;
 	}
-	*ratio = median(rt, runs); /* NAN: a run's baseline was 0 */
+	*ratio = median(rt, runs); /* NAN: every run's baseline was 0 */
 	return median(v, runs);
 }
 
@@ -753,7 +753,7 @@ static int run_contend(void)
 						}
 					for (int rr = 0; rr < runs; rr++)
 						q[rr] = ratio1(x[CT_ON][rr], x[CT_OFF][rr]);
-					rt[m] = median(q, runs); /* NAN: a baseline of 0 */
+					rt[m] = median(q, runs); /* NAN: baselines of 0 */
 					for (int c = 0; c < CT_N; c++)
 						v[c][m] = median(x[c], runs);
 					if (opt_json && (hg || m != 4)) {

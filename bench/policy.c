@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -79,6 +80,9 @@ static int cmp_path(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* One trace file into t (one halt length in ns a line; blank lines and #
+ * comments skipped): 0; -1 if it cannot be read or holds no halt; -2, said
+ * on stderr with the file and line, if a line is no halt length. */
 static int load_trace(const char *path, struct trace *t)
 {
 	FILE *f = fopen(path, "r");
@@ -97,23 +101,36 @@ static int load_trace(const char *path, struct trace *t)
 		char *p = line, *end;
 		while (*p == ' ' || *p == '\t')
 			p++;
-		if (*p == '#' || *p == '\n' || !*p)
+		if (*p == '#' || *p == '\n' || (*p == '\r' && p[1] == '\n') || !*p)
 			continue;
-		if (*p == '-') { /* strtoull would take -1 for 2^64 - 1 ns */
-			fprintf(stderr, "%s:%u: a negative halt length\n", path, ln);
+		/* Decimal digits, then nothing but blanks or a # comment:
+		 * strtoull alone would take -1 for 2^64 - 1 ns, and skip a line
+		 * that is no number or end one at its first non-digit. */
+		errno = 0;
+		unsigned long long v = strtoull(p, &end, 10);
+		char *rest = end;
+		while (*rest == ' ' || *rest == '\t' || *rest == '\r' || *rest == '\n')
+			rest++;
+		if (*p < '0' || *p > '9' || errno || (*rest && *rest != '#')) {
+			fprintf(stderr, "vsched-bench: policy: %s:%u: '%.*s' is not a halt "
+				"length (a whole number of ns, 0 or more)\n", path, ln,
+				(int)strcspn(p, "\r\n"), p);
 			fclose(f);
 			free(t->d);
-			return -1;
+			t->d = NULL;
+			return -2;
 		}
-		unsigned long long v = strtoull(p, &end, 10);
-		if (end == p)
-			continue;
 		if (t->n == cap)
 			t->d = realloc(t->d, (cap *= 2) * sizeof(*t->d));
 		t->d[t->n++] = v;
 	}
 	fclose(f);
-	return t->n ? 0 : -1;
+	if (!t->n) {
+		free(t->d);
+		t->d = NULL;
+		return -1;
+	}
+	return 0;
 }
 
 /* ---- Generated trace families (deterministic: one seed per trace) ---- */
@@ -193,7 +210,13 @@ static struct outcome replay(const struct pol *pl, const struct trace *t,
 	double cpu = 0, poll = 0, latsum = 0;
 	size_t won = 0;
 
-	vsched_poll_init(&pl->p, &st);
+	/* Refused parameters would replay as a window of 0 whatever the
+	 * policy: run_policy() checked the options, so this cannot be. */
+	if (vsched_poll_init(&pl->p, &st)) {
+		fprintf(stderr, "vsched-bench: policy: the library refuses %s's parameters\n",
+			pl->name);
+		abort();
+	}
 	for (size_t i = 0; i < t->n; i++) {
 		uint64_t d = t->d[i];
 		uint64_t w = pl->qemu ? q.ns : vsched_poll_window(&pl->p, &st);
@@ -365,7 +388,8 @@ static const char *trace_dir(char *buf, size_t len)
 /* Every .txt of the shipped traces (bench/traces/ in the source), by name,
  * unless --trace gave files, then the generated families (unless --trace or
  * --files-only; --family PREFIX: only those, no files); loads them into
- * tr[] and returns how many loaded. */
+ * tr[] and returns how many loaded, or -1 if a file has a line that is no
+ * halt length (load_trace() said which). */
 static int load_traces(struct trace *tr)
 {
 	int ntr = 0, explicit_files = ntrace_files > 0;
@@ -390,7 +414,13 @@ static int load_traces(struct trace *tr)
 		qsort(trace_files, ntrace_files, sizeof(trace_files[0]), cmp_path);
 	}
 	for (int i = 0; i < ntrace_files && !opt_family; i++) {
-		if (load_trace(trace_files[i], &tr[ntr]) == 0)
+		int rc = load_trace(trace_files[i], &tr[ntr]);
+		if (rc == -2) { /* a line that is no halt length: said */
+			for (int j = 0; j < ntr; j++)
+				free(tr[j].d);
+			return -1;
+		}
+		if (rc == 0)
 			ntr++;
 		else
 			fprintf(stderr, "cannot read trace %s\n", trace_files[i]);
@@ -479,10 +509,24 @@ static int incumbent(const struct trace *t)
 	return waiter_style(t) ? P_QEMU : P_KVM;
 }
 
-/* b over a, 1 when both are 0. */
+/* a over b, 1 when both are 0, NAN (undefined, bench.h) when only b is.
+ * Every comparison with NAN is false, as it was with the INFINITY this
+ * was: a window whose ratio is undefined dominates nothing, and a goal of
+ * a ratio at most x is not met. */
 static double ratio_of(double a, double b)
 {
-	return b > 0 ? a / b : (a > 0 ? INFINITY : 1);
+	return b > 0 ? a / b : (a > 0 ? NAN : 1);
+}
+
+/* A ratio for the text output, into buf: r with prec decimals and the
+ * suffix, or n/a if it is undefined (NAN). */
+static const char *rtxt(char *buf, size_t len, double r, int prec, const char *suffix)
+{
+	if (isnan(r))
+		snprintf(buf, len, "n/a");
+	else
+		snprintf(buf, len, "%.*f%s", prec, r, suffix);
+	return buf;
 }
 
 /* The fixed window > 5% better than policy k on both mean latency and CPU
@@ -529,7 +573,7 @@ static struct verdict judge(const struct outcome *o, int inc)
 
 	v.dominator = dominator(o, P_ADAPTIVE, &v.dom_lat, &v.dom_cpu);
 	double pa = ad->mean_lat * ad->cpu_per_halt, pk = kv->mean_lat * kv->cpu_per_halt;
-	v.product = pk > 0 ? pa / pk : (pa > 0 ? INFINITY : 1);
+	v.product = ratio_of(pa, pk);
 	v.product_ok = pa <= pk * 1.001; /* equal within 0.1% counts as no worse */
 	v.dflt_p50 = ratio_of(o[P_ADAPTIVE_DFLT].p50_lat, kv->p50_lat);
 	v.dflt_mean = ratio_of(o[P_ADAPTIVE_DFLT].mean_lat, kv->mean_lat);
@@ -573,9 +617,12 @@ static struct verdict print_trace(const struct trace *t, const struct pol *pols,
 	     kv->mean_lat * kv->cpu_per_halt / 1e6);
 	if (opt_json)
 		return v;
-	printf("%-22s goal: adaptive-dflt within 1.05x of %s on CPU (%.3fx) and p50 "
-	       "latency (%.3fx; mean %.3fx): %s\n", "", pols[inc].name, v.dflt_cpu,
-	       v.dflt_p50, v.dflt_mean, v.dflt_ok ? "met" : "MISSED");
+	char r1[32], r2[32], r3[32];
+	printf("%-22s goal: adaptive-dflt within 1.05x of %s on CPU (%s) and p50 "
+	       "latency (%s; mean %s): %s\n", "", pols[inc].name,
+	       rtxt(r1, sizeof(r1), v.dflt_cpu, 3, "x"),
+	       rtxt(r2, sizeof(r2), v.dflt_p50, 3, "x"),
+	       rtxt(r3, sizeof(r3), v.dflt_mean, 3, "x"), v.dflt_ok ? "met" : "MISSED");
 	printf("%-22s goal: no fixed window 5%% better on both than the default or "
 	       "a budget: %s\n", "", v.knob_dominated ? "MISSED" : "met");
 	if (v.dominator < 0)
@@ -585,8 +632,9 @@ static struct verdict print_trace(const struct trace *t, const struct pol *pols,
 		printf("%-22s adaptive at weight %u: no fixed window 5%% better on both: "
 		       "MISSED (%s: latency %.3fx, CPU %.3fx adaptive's)\n", "", opt_weight,
 		       pols[v.dominator].name, v.dom_lat, v.dom_cpu);
-	printf("%-22s adaptive at weight %u: latency x CPU at most %s's (%.3fx): %s\n",
-	       "", opt_weight, pols[inc].name, v.product, v.product_ok ? "met" : "MISSED");
+	printf("%-22s adaptive at weight %u: latency x CPU at most %s's (%s): %s\n",
+	       "", opt_weight, pols[inc].name, rtxt(r1, sizeof(r1), v.product, 3, "x"),
+	       v.product_ok ? "met" : "MISSED");
 	/* Only where polling every halt is worth its CPU by adaptive's own
 	 * exchange rate (always-poll's J no worse than never polling's): where
 	 * the halts outlast latency_weight x wake cost, J says sleep, and
@@ -600,8 +648,9 @@ static struct verdict print_trace(const struct trace *t, const struct pol *pols,
 		       ad->mean_lat <= ap->mean_lat * 1.05 ? "met" : "MISSED");
 	if (!strcmp(t->name, "heavy-tailed") || !strcmp(t->name, "slow"))
 		printf("%-22s adaptive at weight %u: poll CPU at most half of kvm's "
-		       "(%.3fx): %s\n", "", opt_weight,
-		       ratio_of(ad->poll_per_halt, kv->poll_per_halt),
+		       "(%s): %s\n", "", opt_weight,
+		       rtxt(r1, sizeof(r1), ratio_of(ad->poll_per_halt, kv->poll_per_halt), 3,
+			    "x"),
 		       ad->poll_per_halt <= kv->poll_per_halt * 0.5 ? "met" : "MISSED");
 	return v;
 }
@@ -711,6 +760,8 @@ static int run_policy(void)
 		return 2;
 	}
 	int ntr = load_traces(tr);
+	if (ntr < 0)
+		return 2;
 	if (!ntr) {
 		fprintf(stderr, "no traces\n");
 		return 1;
@@ -745,12 +796,16 @@ static int run_policy(void)
 					 pols[v->dominator].name, v->dom_lat, v->dom_cpu);
 			double ja = ad->cpu_per_halt + opt_weight * ad->mean_lat;
 			double jk = kv->cpu_per_halt + opt_weight * kv->mean_lat;
-			printf("%-22s %-4s %6.2f/%7.2f %6.2f/%7.2f %6.2f/%6.2f/%6.2fx%s %4d "
-			       "%7.3f%s %6.3f%s %s\n",
+			char r1[32], r2[32], r3[32], r4[32];
+			printf("%-22s %-4s %6.2f/%7.2f %6.2f/%7.2f %6s/%6s/%7s%s %4d "
+			       "%7s%s %6.3f%s %s\n",
 			       tr[i].name, pols[inc].name, df->mean_lat / 1e3,
 			       df->cpu_per_halt / 1e3, kv->mean_lat / 1e3,
-			       kv->cpu_per_halt / 1e3, v->dflt_cpu, v->dflt_p50, v->dflt_mean,
-			       v->dflt_ok ? " " : "!", v->knob_dominated, v->product,
+			       kv->cpu_per_halt / 1e3, rtxt(r1, sizeof(r1), v->dflt_cpu, 2, ""),
+			       rtxt(r2, sizeof(r2), v->dflt_p50, 2, ""),
+			       rtxt(r3, sizeof(r3), v->dflt_mean, 2, "x"),
+			       v->dflt_ok ? " " : "!",
+			       v->knob_dominated, rtxt(r4, sizeof(r4), v->product, 3, ""),
 			       v->product_ok ? " " : "!", ja / jk, ja <= jk * 1.001 ? " " : "!",
 			       fr);
 			j_ok += ja <= jk * 1.001;
