@@ -160,6 +160,16 @@ struct vsched_block_result {
  * end the block posts a request kind of its own for the poll to see (not
  * a VSCHED_REQ_WAIT or VSCHED_REQ_PAYLOAD kind: those wait or allocate).
  *
+ * Over-commit, always on (whatever `contention` says): a vCPU does not
+ * poll while more vCPU threads of the process (all its VMs) are awake
+ * than the host had online CPUs when the VM was created, as KVM stops
+ * when another task is runnable. A vCPU thread counts as awake from
+ * its first block until it next sleeps in one, so a vCPU whose thread
+ * waits outside vsched (a paused vCPU, one held by the VMM) counts; a
+ * VMM that parks vCPU threads for long should park them in
+ * vsched_vcpu_block() or destroy their vCPUs. Counted as a veto
+ * (`vetoed`, halt_poll_vetoed), not in halt_poll_contended.
+ *
  * Host contention (off by default; the poll params' `contention`,
  * <vsched/poll.h>, turns it on, also at run time through the set_poll
  * calls): polling stops, as KVM's does when another task is runnable.

@@ -11,7 +11,9 @@
  *   duplicate).
  * - **Any other value from -1 to -4095** is an errno from the kernel, passed
  *   through unchanged from the syscall that failed (epoll_ctl, eventfd,
- *   timerfd, KVM_RUN ...).
+ *   timerfd, KVM_RUN ...), or one that a call documents as its own answer
+ *   with the errno's meaning (libvsched-kvm's governor: -EOPNOTSUPP,
+ *   -ENOTTY, -EBADMSG, -ENODATA, <vsched/kvmgov.h>).
  * - **Values below -4095** are vsched's own conditions (VSCHED_ENOTFINAL
  *   ...): no syscall returns them, so they never collide with a kernel
  *   error. vsched_is_own_error() tells them apart. Their names are vsched's

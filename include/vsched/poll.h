@@ -192,7 +192,8 @@ struct vsched_poll_params {
 	 * host-contention back-off (<vsched/block.h>), which stops and skips
 	 * polls while the host has no CPU to spare for them. One of the
 	 * VSCHED_CONTENTION_* values below. Default VSCHED_CONTENTION_OFF:
-	 * no back-off, no syscall, no fd. Taken, as the other fields, at a
+	 * no back-off, no syscall, no fd (block.h's over-commit veto is
+	 * another check, always on). Taken, as the other fields, at a
 	 * sleeper's next halt, so vsched_vm_set_poll(),
 	 * vsched_vcpu_set_poll() and vsched_waiter_set_poll() turn it on and
 	 * off at run time. Values above VSCHED_CONTENTION_SAMPLED are

@@ -73,16 +73,19 @@ struct vsched_host_ops {
 	 * Arch `blocking` hook: the first thing vsched_vcpu_block() does,
 	 * before any polling, so that work such as syncing the interrupt
 	 * controller or arming a doorbell covers the whole poll window.
-	 * Context: the vCPU's thread, inside the block: vsched_service(),
-	 * vsched_vcpu_block() and vsched_vcpu_destroy() refuse it with
-	 * VSCHED_ESTATE, and a vsched_vcpu_enter() from it makes the block
-	 * return VSCHED_ESTATE (the vCPU stays in guest mode). Default: nothing.
+	 * Context: the vCPU's thread, inside the block: vsched_service()
+	 * with work pending (with none it returns 0 in any state,
+	 * request.h), vsched_vcpu_block() and vsched_vcpu_destroy() refuse
+	 * it with VSCHED_ESTATE, and a vsched_vcpu_enter() from it, entered
+	 * or cancelled, makes the block return VSCHED_ESTATE (the mode word
+	 * as the entry left it). Default: nothing.
 	 */
 	void (*blocking)(struct vsched_vcpu *vcpu, void *ctx);
 	/** Arch `unblocking` hook: runs on every path out of the block.
 	 * Context: the vCPU's thread, still inside the block:
-	 * vsched_service(), vsched_vcpu_block() and vsched_vcpu_destroy()
-	 * refuse it with VSCHED_ESTATE; do not enter the guest from it. */
+	 * vsched_service() with work pending, vsched_vcpu_block() and
+	 * vsched_vcpu_destroy() refuse it with VSCHED_ESTATE; do not enter
+	 * the guest from it. */
 	void (*unblocking)(struct vsched_vcpu *vcpu, void *ctx);
 	/**
 	 * Arch pending-event check, polled with the requests: true when the
@@ -96,7 +99,9 @@ struct vsched_host_ops {
 	bool (*no_poll)(struct vsched_vcpu *vcpu, void *ctx);
 	/**
 	 * The hypervisor's contention hint: true when polling would steal the
-	 * CPU from other work. Added to vsched's own contention check.
+	 * CPU from other work. Added to vsched's own checks (block.h: the
+	 * over-commit veto, and the back-off of the poll params'
+	 * `contention`).
 	 * Default: false.
 	 */
 	bool (*contended)(struct vsched_vcpu *vcpu, void *ctx);
