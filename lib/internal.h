@@ -238,6 +238,9 @@ struct vsched_vm {
 	/* Waiters created on the VM and not destroyed (lib/waiter.c): the VM
 	 * is not freed under them (vsched_vm_destroy()). */
 	_Atomic unsigned nwaiters;
+	/* payload_drop callbacks running (vsched__drain_payloads()): a
+	 * vsched_vm_destroy() from one is refused, not a free under it. */
+	_Atomic unsigned in_drop;
 	struct vsched__table table;
 };
 

@@ -273,10 +273,15 @@ void vsched__drain_payloads(struct vsched_vcpu *v)
 			if (!n || n == CDS_WFCQ_WOULDBLOCK)
 				break;
 			VSCHED__TSAN_ACQUIRE(n);
-			if (ops->payload_drop)
+			if (ops->payload_drop) {
+				atomic_fetch_add_explicit(&v->vm->in_drop, 1,
+							  memory_order_relaxed);
 				ops->payload_drop(v, k->kind,
 						  (struct vsched_payload *)n,
 						  ops->ctx);
+				atomic_fetch_sub_explicit(&v->vm->in_drop, 1,
+							  memory_order_relaxed);
+			}
 		}
 	}
 }

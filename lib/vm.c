@@ -125,6 +125,18 @@ int vsched_vm_destroy(struct vsched_vm *vm)
 	for (struct vsched_vcpu *v = vm->graveyard; v; v = v->next_dead)
 		if (atomic_load_explicit(&v->in_service, memory_order_relaxed))
 			return VSCHED_ESTATE;
+	/* Nor from a host callback (vm.h): a payload_drop (of a vCPU's
+	 * destroy, or of this call's own drain), or a kick or wake callout
+	 * of a poster, which a vCPU's callout count shows. Checks, as above:
+	 * from the callback's own thread they turn a free under it into a
+	 * refusal. */
+	if (atomic_load_explicit(&vm->in_drop, memory_order_relaxed))
+		return VSCHED_ESTATE;
+	for (unsigned i = 0; i < vm->max_vcpus; i++) {
+		struct vsched_vcpu *v = atomic_load(&vm->vcpus[i]);
+		if (v && atomic_load_explicit(&v->sl.callouts, memory_order_relaxed))
+			return VSCHED_ESTATE;
+	}
 	/* The timer service first (it walks the vCPUs' timers): a service
 	 * still attached is destroyed with its VM. */
 	vsched__timers_free(vm);

@@ -166,8 +166,9 @@ VSCHED_API int vsched_vm_create(const struct vsched_vm_config *cfg,
  * @return 0, VSCHED_EINVAL, or VSCHED_ESTATE (a waiter
  * created on the VM is not destroyed yet, its timer service's run() is
  * active, or a vCPU's thread is inside vsched_vcpu_block() or
- * vsched_service(), its own handler's call included: refused, nothing
- * freed).
+ * vsched_service(), its own handler's call included, or a payload_drop
+ * callback or a poster's kick or wake callback runs, the caller's own
+ * included: refused, nothing freed).
  * Syscalls: close on the vCPUs' fds; with a timer service still attached,
  * those of vsched_timer_service_destroy().
  */

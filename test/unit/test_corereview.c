@@ -524,6 +524,67 @@ static void test_payload_repost_of_last_refused(void **state)
 	vsched_vm_destroy(vm);
 }
 
+/* vsched_vm_destroy() from a host callback (session 24's header audit):
+ * from a payload_drop (of a vCPU's destroy, or of the VM's own destroy)
+ * and from a poster's kick callout it freed the VM under the caller (ASan:
+ * heap-use-after-free in the drain and in the callout's end). Refused now
+ * with VSCHED_ESTATE, nothing freed; the destroy after it succeeds. */
+static struct vsched_vm *cb_vm;
+static int cb_rc[4];
+static unsigned cb_n;
+
+static void destroy_from_callback(void)
+{
+	if (cb_n < 4)
+		cb_rc[cb_n] = vsched_vm_destroy(cb_vm);
+	cb_n++;
+}
+
+static void drop_destroys(struct vsched_vcpu *v, unsigned kind, struct vsched_payload *p,
+			  void *ctx)
+{
+	(void)v, (void)kind, (void)p, (void)ctx;
+	destroy_from_callback();
+}
+
+static void kick_destroys(struct vsched_vcpu *v, void *ctx)
+{
+	(void)v, (void)ctx;
+	destroy_from_callback();
+}
+
+static void test_vm_destroy_from_callback_refused(void **state)
+{
+	struct vsched_host_ops ops = { .payload_drop = drop_destroys, .kick = kick_destroys };
+	struct vsched_payload p[2];
+	struct vsched_vcpu *v0, *v1;
+	(void)state;
+
+	cb_n = 0;
+	cb_vm = make_vm(&ops, 0);
+	declare(cb_vm, 0, "pl", 1, VSCHED_REQ_PAYLOAD, take_payload, NULL, 0);
+	declare(cb_vm, 1, "k", 2, 0, take_payload, NULL, 0);
+	assert_int_equal(vsched_request_finalize(cb_vm, 0), 0);
+	v0 = make_vcpu(cb_vm, 0);
+	v1 = make_vcpu(cb_vm, 1);
+	/* A poster's kick callout (v1 in the guest, posted from here). */
+	assert_int_equal(vsched_vcpu_enter(v1), 0);
+	assert_int_equal(vsched_post(v1, 1), 0);
+	assert_int_equal(cb_n, 1);
+	assert_int_equal(cb_rc[0], VSCHED_ESTATE);
+	assert_int_equal(vsched_vcpu_exit(v1), 0);
+	/* A vCPU's destroy hands its payload to payload_drop. */
+	assert_int_equal(vsched_post_payload(v0, 0, &p[0]), 0);
+	assert_int_equal(vsched_vcpu_destroy(v0), 0);
+	assert_int_equal(cb_n, 2);
+	assert_int_equal(cb_rc[1], VSCHED_ESTATE);
+	/* The VM's destroy hands v1's payload to payload_drop. */
+	assert_int_equal(vsched_post_payload(v1, 0, &p[1]), 0);
+	assert_int_equal(vsched_vm_destroy(cb_vm), 0);
+	assert_int_equal(cb_n, 3);
+	assert_int_equal(cb_rc[2], VSCHED_ESTATE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -538,6 +599,7 @@ int main(void)
 		cmocka_unit_test(test_handler_enter_ends_pass),
 		cmocka_unit_test(test_payload_handler_enter_ends_pass),
 		cmocka_unit_test(test_payload_repost_of_last_refused),
+		cmocka_unit_test(test_vm_destroy_from_callback_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
