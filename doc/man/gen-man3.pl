@@ -46,7 +46,7 @@ while (@ARGV && $ARGV[0] =~ /^--/) {
 my $out = shift @ARGV or die "usage: gen-man3.pl [--version V] [--date D] [--docdir D] [--check] OUTDIR HEADER...\n";
 my @headers = @ARGV or die "gen-man3.pl: no header given\n";
 
-my (@funcs, @types, $errors, @fallbacks, %filedoc, %maps);
+my (@funcs, @types, $errors, @fallbacks, %filedoc, %maps, %mapdoc, %macros);
 $errors = 0;
 
 # Read one header: every documented public function, in order.
@@ -73,6 +73,25 @@ sub parse_header {
 			push @e, [$n, $v, $t];
 		}
 		$maps{$map} = \@e;
+	}
+	# A map's own doc comment (what its codes mean, which are deprecated):
+	# on the page of the type it expands into.
+	while ($all =~ m{/\*\*((?:(?!\*/).)*?)\*/\s*\n#define (VSCHED_\w+_MAP)\(X\)}sg) {
+		my ($c, $map) = ($1, $2);
+		$c =~ s/^\s*\* ?//mg;
+		$c =~ s/^\s+|\s+$//g;
+		$mapdoc{$map} = $c;
+	}
+	# Documented constants (a doc comment, then #define VSCHED_NAME value):
+	# in a CONSTANTS section of every page whose text names them
+	# (VSCHED_CONTENTION_* names each one of that prefix).
+	while ($all =~ m{/\*\*((?:(?!\*/).)*?)\*/\s*\n#define (VSCHED_[A-Z][A-Z0-9_]*)[ \t]+([^\n]+)}sg) {
+		my ($c, $name, $v) = ($1, $2, $3);
+		next if $name =~ /_MAP$/;
+		$c =~ s/^\s*\* ?//mg;
+		$c =~ s/^\s+|\s+$//g;
+		$v =~ s/\s+$//;
+		$macros{$name} = [$v, $c];
 	}
 	my ($doc, $cond) = (undef, 0);
 	for (my $i = 0; $i < @lines; $i++) {
@@ -328,6 +347,25 @@ sub whatis {
 }
 
 # A page's first lines, up to its SYNOPSIS's #include: section 3 or 3type.
+# The CONSTANTS section of a page whose text is $text: each documented
+# constant it names (a name ending in _* names every one of that prefix),
+# with its value and doc comment.
+sub constants {
+	my ($text) = @_;
+	my %n;
+	for my $m ($text =~ /\b(VSCHED_[A-Z][A-Z0-9_]*\*?)/g) {
+		if ($m =~ s/\*$//) { $n{$_} = 1 for grep { index($_, $m) == 0 } keys %macros; }
+		elsif ($macros{$m}) { $n{$m} = 1; }
+	}
+	return () unless %n;
+	my @r = ('.SH CONSTANTS');
+	for my $m (sort keys %n) {
+		(my $v = $macros{$m}[0]) =~ s/-/\\-/g;
+		push @r, '.TP', "\\fB$m\\fR = $v", body($macros{$m}[1]);
+	}
+	return @r;
+}
+
 sub page_head {
 	my ($name, $sect, $header, $brief) = @_;
 	# <vsched/kvm.h> and <vsched/kvmgov.h> are libvsched-kvm's.
@@ -383,6 +421,7 @@ sub page {
 	my @see = ((map { ".BR $_ (3type)" } types_named("$f->{decl}\n$f->{doc}")),
 		   map { ".BR $_ (3)" } sort keys %see);
 	push @p, notes($f->{doc});
+	push @p, constants("$f->{decl}\n$f->{doc}");
 	push @p, '.SH SEE ALSO', join(",\n", @see) if @see;
 	return join("\n", @p) . "\n";
 }
@@ -392,12 +431,13 @@ sub page {
 sub type_page {
 	my ($t) = @_;
 	my $name = $t->{name};
-	my (@def, $mapped);
+	my (@def, $mapped, @mapdocs);
 	for my $l (@{ $t->{def} }) {
 		next if $l =~ /^#(?:define|undef) VSCHED__/;
 		if ($l =~ /^(\s*)(VSCHED_\w+_MAP)\(/ && $maps{$2}) {
 			my $ind = $1;
 			$mapped = 1;
+			push @mapdocs, $mapdoc{$2} if $mapdoc{$2};
 			push @def, map { "${ind}VSCHED_$_->[0] = $_->[1], /* $_->[2] */" } @{ $maps{$2} };
 			next;
 		}
@@ -406,6 +446,7 @@ sub type_page {
 	my $doc = $t->{doc} // '';
 	# An X-macro's codes: the header's own account of them too.
 	$doc .= "\n\n" . $filedoc{$t->{header}} if $mapped && $filedoc{$t->{header}};
+	$doc .= "\n\n$_" for @mapdocs;
 	my $kind = $t->{def}[0] =~ /^(struct|enum)/ ? "$1 $name" : $name;
 	my @p = page_head($name, '3type', $t->{header},
 			  whatis($doc, "the $kind of <$t->{header}>"));
@@ -437,6 +478,7 @@ sub type_page {
 	$fn{$_} = 1 for grep { $have{$_} } $doc =~ /\b(vsched_\w+)\(\)/g;
 	my @see = ((map { ".BR $_ (3type)" } sort keys %ty), map { ".BR $_ (3)" } sort keys %fn);
 	push @p, notes(join("\n", $doc, @def));
+	push @p, constants(join("\n", $doc, @def));
 	push @p, '.SH SEE ALSO', join(",\n", @see) if @see;
 	return join("\n", @p) . "\n";
 }
