@@ -12,8 +12,10 @@
  * - **Any other value from -1 to -4095** is an errno from the kernel, passed
  *   through unchanged from the syscall that failed (epoll_ctl, eventfd,
  *   timerfd, KVM_RUN ...), or one that a call documents as its own answer
- *   with the errno's meaning (libvsched-kvm's governor: -EOPNOTSUPP,
- *   -ENOTTY, -EBADMSG, -ENODATA, <vsched/kvmgov.h>).
+ *   with the errno's meaning (fd_del's -ENOENT for an fd never added,
+ *   <vsched/block.h>; the governor's -EOPNOTSUPP, -ENOTTY, -EBADMSG,
+ *   -ENODATA, <vsched/kvmgov.h>), or what a host op of the caller's own
+ *   returned (a custom `wait`, <vsched/vm.h>).
  * - **Values below -4095** are vsched's own conditions (VSCHED_ENOTFINAL
  *   ...): no syscall returns them, so they never collide with a kernel
  *   error. vsched_is_own_error() tells them apart. Their names are vsched's

@@ -23,7 +23,10 @@ struct vsched_vm;
 struct vsched_profile_kind {
 	/** Kind number (0..63). */
 	unsigned kind;
-	/** KVM's name for it, without the KVM_REQ_ prefix. */
+	/** KVM's name for it, without the KVM_REQ_ prefix. Required by
+	 * vsched_profile_declare() (a kind without one is refused, as
+	 * vsched_request_declare() refuses it); vsched_profile_find() skips
+	 * a NULL one. */
 	const char *name;
 	/** Service order (lower first), as the arch's run loop checks it. */
 	unsigned priority;
