@@ -40,8 +40,9 @@ struct target_ops {
 	/* Right before the arm: true if a hook ran that after_sleep undoes. */
 	bool (*before_sleep)(const struct target *t);
 	void (*after_sleep)(const struct target *t);
-	/* Every way out: the unblocking hook. */
-	void (*end)(const struct target *t);
+	/* Every way out: the unblocking hook. Returns the block's `reason`,
+	 * or the error of what the hook did. */
+	int (*end)(const struct target *t, int reason);
 	/* Counted in runnable_vcpus while not asleep. */
 	bool runnable;
 };
@@ -149,12 +150,24 @@ static bool vcpu_before_sleep(const struct target *t)
 	return false;
 }
 
-static void vcpu_end(const struct target *t)
+static int vcpu_end(const struct target *t, int reason)
 {
 	const struct vsched_host_ops *ops = &t->s->vm->ops;
 
-	if (ops->unblocking)
+	if (ops->unblocking) {
+		const uint32_t before = atomic_load_explicit(&t->vcpu->mode,
+							     memory_order_relaxed);
 		ops->unblocking(t->vcpu, ops->ctx);
+		/* A hook that entered the guest (or entered and left it): the
+		 * block would return its reason with the vCPU in guest mode.
+		 * Refused after the fact, as for the blocking hook, the word
+		 * as the hook left it. */
+		const uint32_t m = atomic_load_explicit(&t->vcpu->mode, memory_order_relaxed);
+		if (VSCHED__UNLIKELY(m != before))
+			return vsched__mode_of(m) == VSCHED_MODE_DESTROYED ? VSCHED_EDESTROYED
+									   : VSCHED_ESTATE;
+	}
+	return reason;
 }
 
 static const struct target_ops vcpu_ops = {
@@ -187,9 +200,10 @@ static int waiter_timer_due(const struct target *t)
 	return 0;
 }
 
-static void waiter_nop(const struct target *t)
+static int waiter_end(const struct target *t, int reason)
 {
 	(void)t;
+	return reason;
 }
 
 static bool waiter_veto(const struct target *t)
@@ -228,7 +242,7 @@ static const struct target_ops waiter_ops = {
 	.veto = waiter_veto,
 	.before_sleep = waiter_before_sleep,
 	.after_sleep = waiter_after_sleep,
-	.end = waiter_nop,
+	.end = waiter_end,
 	.runnable = false,
 };
 static void hist(_Atomic uint64_t *h, uint64_t ns)
@@ -679,7 +693,7 @@ out:
  * that never slept ended at the engine's last clock read (poll_end: its
  * start, or the poll loop's last read, as KVM's halt_ns), so only a sleep
  * reads the clock here. */
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) int
 account(const struct target_ops *op, const struct target *t,
 	struct halt *hl, int reason)
 {
@@ -692,8 +706,10 @@ account(const struct target_ops *op, const struct target *t,
 			 reason != VSCHED_WAKE_DEADLINE;
 	uint64_t now, halt_ns, pns;
 	bool valid;
-
-	op->end(t);
+	/* What the call returns: the halt's reason, unless the unblocking
+	 * hook did what a block forbids (the halt itself is learnt and
+	 * counted as it ended). */
+	const int out = op->end(t, reason);
 	now = hl->waited ? ops->now_ns(ops->ctx) : hl->poll_end;
 	halt_ns = now > hl->t0 ? now - hl->t0 : 0;
 	valid = reason > 0 && reason != VSCHED_WAKE_SIGNAL; /* not an error */
@@ -733,13 +749,14 @@ account(const struct target_ops *op, const struct target *t,
 	VSCHED__TRACE3(block_end, t->id, reason, halt_ns);
 
 	if (hl->want_res) {
-		res->reason = reason;
+		res->reason = out;
 		res->halt_ns = halt_ns;
 		res->window_ns = hl->window;
 		res->poll_ns = hl->attempted ? pns : 0;
 		res->poll_won = won;
 		res->vetoed = hl->vetoed;
 	}
+	return out;
 }
 
 /* The engine: first look, poll, arm and sleep, account. Owner thread. */
@@ -765,8 +782,7 @@ engine(const struct target *t, uint64_t deadline,
 		reason = poll_window(op, t, &hl, op->deadline(t, deadline));
 	if (!reason)
 		reason = arm_and_sleep(op, t, &hl);
-	account(op, t, &hl, reason);
-	return reason;
+	return account(op, t, &hl, reason);
 }
 
 int vsched__run_engine(struct vsched__sleeper *s,

@@ -226,8 +226,9 @@ struct vsched_block_result {
  * @param deadline_ns absolute, in the VM's clock; VSCHED_DEADLINE_NONE.
  * @param result what happened (may be NULL).
  * @return enum vsched_wake_reason, or VSCHED_EINVAL, VSCHED_EDESTROYED,
- * VSCHED_ESTATE (not OUTSIDE_GUEST, or called from the hooks of a block
- * in progress), or the negative errno of a sleep that failed (the futex
+ * VSCHED_ESTATE (not OUTSIDE_GUEST, called from the hooks of a block
+ * in progress, or its own blocking or unblocking hook entered the guest:
+ * the mode word as the hook left it), or the negative errno of a sleep that failed (the futex
  * wait's or epoll_pwait's: -EPERM from a seccomp filter, -EFAULT ...;
  * or what a custom `wait` returned besides 0, -ETIMEDOUT and -EINTR),
  * returned at once rather than retried.

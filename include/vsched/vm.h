@@ -84,8 +84,10 @@ struct vsched_host_ops {
 	/** Arch `unblocking` hook: runs on every path out of the block.
 	 * Context: the vCPU's thread, still inside the block:
 	 * vsched_service() with work pending, vsched_vcpu_block() and
-	 * vsched_vcpu_destroy() refuse it with VSCHED_ESTATE; do not enter
-	 * the guest from it. */
+	 * vsched_vcpu_destroy() refuse it with VSCHED_ESTATE, and a
+	 * vsched_vcpu_enter() from it, entered or cancelled, makes the block
+	 * return VSCHED_ESTATE (the halt it ended is counted and learnt as
+	 * usual). */
 	void (*unblocking)(struct vsched_vcpu *vcpu, void *ctx);
 	/**
 	 * Arch pending-event check, polled with the requests: true when the

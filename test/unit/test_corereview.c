@@ -196,6 +196,40 @@ static void test_blocking_hook_cannot_enter_or_service(void **state)
 	}
 }
 
+/* The unblocking hook too (session 24's header audit): an enter from it
+ * left the block returning its reason (a deadline, rc 1) with the vCPU in
+ * guest mode. Now VSCHED_ESTATE, the word as the hook left it, also in
+ * the result; the halt itself happened (entries counted once). */
+static void test_unblocking_hook_cannot_enter(void **state)
+{
+	(void)state;
+	struct vsched_host_ops ops = { .unblocking = misusing_hook };
+	struct vsched_block_result r = { .size = sizeof(r) };
+	struct vsched_vm *vm = make_vm(&ops, 0);
+	declare(vm, 1, "req", 1, 0, count_handled, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_vcpu *v = make_vcpu(vm, 0);
+
+	hook_mode = HOOK_ENTER;
+	assert_int_equal(vsched_vcpu_block_ex(v, vsched_deadline_in(vm, 1000), &r),
+			 VSCHED_ESTATE);
+	assert_int_equal(r.reason, VSCHED_ESTATE);
+	assert_int_equal(hook_rc, 0);
+	assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_IN_GUEST);
+	assert_int_equal(vsched_vcpu_exit(v), 0);
+	hook_mode = HOOK_ENTER_EXIT;
+	assert_int_equal(vsched_vcpu_block(v, vsched_deadline_in(vm, 1000)), VSCHED_ESTATE);
+	assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_OUTSIDE_GUEST);
+	/* A hook that leaves the word alone changes nothing. */
+	hook_mode = HOOK_SERVICE;
+	assert_int_equal(vsched_post(v, 1), 0);
+	assert_int_equal(vsched_vcpu_block(v, vsched_deadline_in(vm, 1000)),
+			 VSCHED_WAKE_REQUEST);
+	assert_int_equal(hook_rc, VSCHED_ESTATE);
+	assert_int_equal(vsched_service(v), 1);
+	vsched_vm_destroy(vm);
+}
+
 /* vsched_vm_destroy() while a vCPU's thread sleeps in vsched_vcpu_block()
  * is refused, as vsched_vcpu_destroy() is, and frees nothing. Found by an
  * outside trial: it returned 0 and freed the vCPU under the sleeper, so
@@ -592,6 +626,7 @@ int main(void)
 		cmocka_unit_test(test_vm_destroy_with_live_waiter),
 		cmocka_unit_test(test_vm_destroy_with_vcpu_blocked),
 		cmocka_unit_test(test_blocking_hook_cannot_enter_or_service),
+		cmocka_unit_test(test_unblocking_hook_cannot_enter),
 		cmocka_unit_test(test_post_does_not_kick_a_later_entry),
 		cmocka_unit_test(test_handler_nested_service_refused),
 		cmocka_unit_test(test_handler_vm_destroy_refused),
