@@ -58,6 +58,9 @@ static void fail_check(struct result *r, const char *why)
  * then, as a failure of its own. */
 #define LOST_SPINS 1000000u
 #define RACE_GIVE_UP_NS 30000000000ull
+/* The fewest tries a kick race cut by the run's deadline must have made
+ * (or all of --tries, when fewer) to pass (check_run()). */
+#define RACE_MIN_TRIES 1000u
 
 /* A lost kick: where vCPU 0 is, and whether a second kick, sent straight
  * to the backend (vsched's kick decision bypassed), gets it out. If that
@@ -109,7 +112,8 @@ static bool race_wait(struct vmm *m, unsigned i, uint64_t t0, uint32_t spin0,
 /* The kick race: vCPU 0 spins in the guest; posts land at random moments
  * around its KVM_RUN and each must be serviced before the guest has run
  * on for LOST_SPINS iterations. It ends at the run's deadline too (the
- * watchdog starts after it). */
+ * watchdog starts after it): starved, not timed out, so that check_run()
+ * can judge the tries it made. */
 static void kick_race(struct vmm *m, struct result *r, uint64_t deadline)
 {
 	uint32_t seed = 12345;
@@ -119,7 +123,7 @@ static void kick_race(struct vmm *m, struct result *r, uint64_t deadline)
 		uint32_t spin0, spins;
 
 		if (vmm_now_ns() > deadline) {
-			r->timed_out = true;
+			r->race_starved = true;
 			return;
 		}
 
@@ -339,9 +343,17 @@ static void check_run(struct vmm *m, struct result *r)
 	    o->timer_cancel == VSCHED_CANCEL_CANCEL && r->g_stale)
 		fail_check(r, "a stale or early timer interrupt reached the guest");
 	if (o->workload & WL_SPIN) {
+		/* What a run cut short by its deadline must have tried: each
+		 * try is a round trip through the host's scheduler, so a
+		 * loaded host (a TCG guest beside other jobs: 29,340 of
+		 * 100,000 in 120 s) makes fewer; a lost kick fails at any
+		 * count, and a run that raced too little says so. */
+		const unsigned floor = o->kick_race < RACE_MIN_TRIES ? o->kick_race
+								       : RACE_MIN_TRIES;
 		if (r->race_lost)
 			fail_check(r, "a kick was lost");
-		else if (r->race_tries != o->kick_race)
+		else if (r->race_tries != o->kick_race &&
+			 !(r->race_starved && r->race_tries >= floor))
 			fail_check(r, "the kick race did not finish");
 	}
 	if (r->timed_out)

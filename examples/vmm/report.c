@@ -69,9 +69,15 @@ void report_table(const struct vmm_options *o, const char *be,
 		       "PMIs %llu)\n",
 		       (unsigned long long)r->g_ipis, (unsigned long long)r->g_nmis,
 		       (unsigned long long)r->nmis_sent, (unsigned long long)r->pmis);
-	if (o->workload & WL_SPIN)
-		printf("  kick race           %u tries, %u lost, longest wait %.1f us\n",
-		       r->race_tries, r->race_lost, r->race_max_wait_us);
+	if (o->workload & WL_SPIN) {
+		if (r->race_starved)
+			printf("  kick race           %u of %u tries (the run's deadline came "
+			       "first), %u lost, longest wait %.1f us\n",
+			       r->race_tries, o->kick_race, r->race_lost, r->race_max_wait_us);
+		else
+			printf("  kick race           %u tries, %u lost, longest wait %.1f us\n",
+			       r->race_tries, r->race_lost, r->race_max_wait_us);
+	}
 	if (r->kernel_irqchip) {
 		printf("  KVM stats          ");
 		for (unsigned k = 0; k < NKVM_STATS; k++)

@@ -224,6 +224,9 @@ struct result {
 	uint64_t g_ipis, g_timers, g_stale, g_nmis, nmis_sent, pmis;
 	uint64_t kvm[NKVM_STATS]; /* KVM's own, by harness_kvm_stats[] */
 	unsigned race_tries, race_lost;
+	/* The run's deadline ended the kick race before its tries (a host
+	 * too slow or too loaded for them), none lost so far. */
+	bool race_starved;
 	double race_max_wait_us;
 	bool timed_out, pass;
 	char why[160];
