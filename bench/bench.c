@@ -96,6 +96,16 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+double ratio_of(double v, double b)
+{
+	return b > 0 ? v / b : v > 0 ? NAN : 1.0;
+}
+
+size_t p99_index(size_t n)
+{
+	return (n * 99 + 99) / 100 - 1;
+}
+
 double median(double *v, int n)
 {
 	double t[MAX_RUNS];
@@ -130,13 +140,13 @@ void json_line(const struct json_line *l)
 void report(const char *bench, const char *metric, const char *unit,
 	    const char *baseline, double *val, double *base, int n)
 {
-	double ratio[MAX_RUNS], lo = val[0], hi = val[0];
+	double rt[MAX_RUNS], lo = val[0], hi = val[0];
 	for (int i = 0; i < n; i++) {
-		ratio[i] = base[i] > 0 ? val[i] / base[i] : val[i] > 0 ? NAN : 1.0;
+		rt[i] = ratio_of(val[i], base[i]);
 		lo = val[i] < lo ? val[i] : lo;
 		hi = val[i] > hi ? val[i] : hi;
 	}
-	double mv = median(val, n), mb = median(base, n), mr = median(ratio, n);
+	double mv = median(val, n), mb = median(base, n), mr = median(rt, n);
 	/* A ratio below 0.01 (pmi's cut) gets the digits that show it. */
 	const int rp = mr > 0 && mr < 0.01 ? 6 : 3;
 	if (opt_json)

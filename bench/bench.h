@@ -70,6 +70,14 @@ unsigned long long opt_num(const char *opt, const char *s, unsigned long long ma
 /* qsort comparator of uint64_t. */
 int cmp_u64(const void *a, const void *b);
 
+/* v over its baseline b, per the ratio convention (json_line below): 1 when
+ * both are 0; NAN (undefined) when only b is. */
+double ratio_of(double v, double b);
+
+/* Index of the 99th percentile of n >= 1 sorted samples, by nearest rank
+ * (n * 99 / 100 would be the maximum of 100 samples). */
+size_t p99_index(size_t n);
+
 /* Median of n <= MAX_RUNS values (v is left unsorted). NAN values (runs
  * whose ratio is undefined) are left out; NAN when all of them are. */
 double median(double *v, int n);

@@ -379,7 +379,7 @@ static struct res run_one(int c, const uint64_t *g, size_t n, uint64_t wall_ns)
 	r.n = n;
 	qsort(lat, n, sizeof(*lat), cmp_u64);
 	r.p50 = (double)lat[n / 2];
-	r.p99 = (double)lat[(n * 99 + 99) / 100 - 1]; /* nearest rank */
+	r.p99 = (double)lat[p99_index(n)];
 	doorbell_consumer_close(&dc);
 	close(io.efd);
 	free(lat);
@@ -409,13 +409,6 @@ static double field(const struct res *r, unsigned m)
 	return *(const double *)((const char *)r + metrics[m].off);
 }
 
-/* v over b, per the JSON convention (bench.h): 1 when both are 0, NAN
- * (undefined) when only b is. */
-static double ratio1(double v, double b)
-{
-	return b > 0 ? v / b : (v > 0 ? NAN : 1.0);
-}
-
 /* Median over runs of metric m of consumer c (*ratio: of the per-run
  * ratios to qemu's; *lo, *hi: min and max). */
 static double med(struct res (*res)[NCONS], int runs, int c, unsigned m, double *ratio,
@@ -425,7 +418,7 @@ static double med(struct res (*res)[NCONS], int runs, int c, unsigned m, double 
 	*lo = *hi = field(&res[0][c], m);
 	for (int r = 0; r < runs; r++) {
 		v[r] = field(&res[r][c], m);
-		rt[r] = ratio1(v[r], field(&res[r][C_QEMU], m));
+		rt[r] = ratio_of(v[r], field(&res[r][C_QEMU], m));
 		*lo = v[r] < *lo ? v[r] : *lo;
 		*hi = v[r] > *hi ? v[r] : *hi;
 	}
@@ -752,7 +745,7 @@ static int run_contend(void)
 							x[c][rr] = val[m];
 						}
 					for (int rr = 0; rr < runs; rr++)
-						q[rr] = ratio1(x[CT_ON][rr], x[CT_OFF][rr]);
+						q[rr] = ratio_of(x[CT_ON][rr], x[CT_OFF][rr]);
 					rt[m] = median(q, runs); /* NAN: baselines of 0 */
 					for (int c = 0; c < CT_N; c++)
 						v[c][m] = median(x[c], runs);

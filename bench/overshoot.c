@@ -21,7 +21,7 @@ static void report_overshoot(const char *name, uint64_t *late, int n,
 	qsort(late, (size_t)n, sizeof(*late), cmp_u64);
 	printf("overshoot %-28s median %7.1f us  p99 %7.1f us  max %7.1f us  "
 	       "cpu %5.1f us/sleep\n",
-	       name, late[n / 2] / 1e3, late[(n * 99 + 99) / 100 - 1] / 1e3,
+	       name, late[n / 2] / 1e3, late[p99_index(n)] / 1e3,
 	       late[n - 1] / 1e3, (double)cpu_ns / n / 1e3);
 }
 

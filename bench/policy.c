@@ -242,7 +242,7 @@ static struct outcome replay(const struct pol *pl, const struct trace *t,
 	qsort(lat, t->n, sizeof(*lat), cmp_u64);
 	o.mean_lat = latsum / (double)t->n;
 	o.p50_lat = (double)lat[t->n / 2];
-	o.p99_lat = (double)lat[(t->n * 99 + 99) / 100 - 1]; /* nearest rank */
+	o.p99_lat = (double)lat[p99_index(t->n)];
 	o.cpu_per_halt = cpu / (double)t->n;
 	o.poll_per_halt = poll / (double)t->n;
 	o.won = (double)won / (double)t->n;
@@ -343,7 +343,7 @@ static struct outcome live_run(const struct pol *pl, const struct trace *t,
 	o.won = (double)l.won / (double)l.n;
 	qsort(l.lat, l.n, sizeof(*l.lat), cmp_u64);
 	o.p50_lat = (double)l.lat[l.n / 2];
-	o.p99_lat = (double)l.lat[(l.n * 99 + 99) / 100 - 1]; /* nearest rank */
+	o.p99_lat = (double)l.lat[p99_index(l.n)];
 	free(l.lat);
 	return o;
 }
@@ -359,7 +359,7 @@ static void emit(const char *trace, const char *pol, const char *metric,
 		json_line(&(struct json_line){ .bench = "policy", .metric = m, .unit = unit,
 					       .baseline = base, .value = v,
 					       .baseline_value = b,
-					       .ratio = b > 0 ? v / b : (v > 0 ? NAN : 1.0),
+					       .ratio = ratio_of(v, b),
 					       .min = v, .max = v, .runs = 1, .prec = 2,
 					       .ratio_prec = 3 });
 }
@@ -509,14 +509,10 @@ static int incumbent(const struct trace *t)
 	return waiter_style(t) ? P_QEMU : P_KVM;
 }
 
-/* a over b, 1 when both are 0, NAN (undefined, bench.h) when only b is.
- * Every comparison with NAN is false, as it was with the INFINITY this
- * was: a window whose ratio is undefined dominates nothing, and a goal of
- * a ratio at most x is not met. */
-static double ratio_of(double a, double b)
-{
-	return b > 0 ? a / b : (a > 0 ? NAN : 1);
-}
+/* Ratios here are ratio_of()'s (bench.h), NAN where undefined. Every
+ * comparison with NAN is false, as it was with the INFINITY this was: a
+ * window whose ratio is undefined dominates nothing, and a goal of a ratio
+ * at most x is not met. */
 
 /* A ratio for the text output, into buf: r with prec decimals and the
  * suffix, or n/a if it is undefined (NAN). */

@@ -155,16 +155,9 @@ static struct tw run_block(struct ctx *x, int pair, int impl, uint64_t to, int n
 	r.cpu = (double)(thread_cpu_ns() - cpu0) / n;
 	qsort(late, (size_t)n, sizeof(*late), cmp_u64);
 	r.med = (double)late[n / 2];
-	r.p99 = (double)late[((size_t)n * 99 + 99) / 100 - 1]; /* nearest rank */
+	r.p99 = (double)late[p99_index((size_t)n)];
 	free(late);
 	return r;
-}
-
-/* v over b, per the JSON convention (bench.h): 1 when both are 0, NAN
- * (undefined) when only b is. */
-static double ratio1(double v, double b)
-{
-	return b > 0 ? v / b : (v > 0 ? NAN : 1.0);
 }
 
 static int run_timedwait(void)
@@ -258,7 +251,7 @@ static int run_timedwait(void)
 				for (int r = 0; r < runs; r++) {
 					v[r] = *(double *)((char *)&res[t][pair][0][r] + mets[m].off);
 					b[r] = *(double *)((char *)&res[t][pair][1][r] + mets[m].off);
-					rt[r] = ratio1(v[r], b[r]);
+					rt[r] = ratio_of(v[r], b[r]);
 					lo = r == 0 || v[r] < lo ? v[r] : lo;
 					hi = r == 0 || v[r] > hi ? v[r] : hi;
 				}
@@ -308,8 +301,8 @@ static int run_timedwait(void)
 			vhi = r == 0 || v[r] > vhi ? v[r] : vhi;
 			flo = r == 0 || f[r] < flo ? f[r] : flo;
 			fhi = r == 0 || f[r] > fhi ? f[r] : fhi;
-			vf[r] = ratio1(res[t][1][0][r].cpu, f[r]);
-			fb[r] = ratio1(f[r], res[t][1][1][r].cpu);
+			vf[r] = ratio_of(res[t][1][0][r].cpu, f[r]);
+			fb[r] = ratio_of(f[r], res[t][1][1][r].cpu);
 		}
 		double fm = median(f, runs), vfm = median(vf, runs), fbm = median(fb, runs);
 		char name[128];
@@ -336,7 +329,7 @@ static int run_timedwait(void)
 			printf("\nlearning, %s: the warm-up's %d waits, CPU per call over the "
 			       "baseline's median:", pair_name[pair], warmup);
 		for (unsigned t = 0; t < NTO; t++) {
-			double rt = ratio1(learn[t][pair], base_cpu[t][pair]);
+			double rt = ratio_of(learn[t][pair], base_cpu[t][pair]);
 			char name[128];
 
 			snprintf(name, sizeof(name), "%s/%uus/warmup_cpu_per_call",
