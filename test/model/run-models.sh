@@ -62,9 +62,15 @@ PLAN
 while read -r model variant expect; do
 	def=""
 	[ "$variant" = "-" ] || def="-D$variant"
+	# A variant that must fail stops at its first error: its search is
+	# short, and compiling pan.c unoptimised halves the compile, which is
+	# most of its time (a loaded host once took the whole test past its
+	# ctest timeout).
+	opt=-O2
+	[ "$expect" = "fail" ] && opt=-O0
 	rm -f "$work/out.txt"
 	( cd "$work" && spin -a $def "$dir/$model" >/dev/null &&
-	  ${CC:-cc} -O2 -DSAFETY -w -o pan pan.c &&
+	  ${CC:-cc} $opt -DSAFETY -w -o pan pan.c &&
 	  ./pan -m200000 > out.txt 2>&1 ) || true
 	errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$work/out.txt" | head -n1)
 	states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' "$work/out.txt" | head -n1)

@@ -630,21 +630,30 @@ int main(int argc, char **argv)
 	       (unsigned long long)epoll_wakeups,
 	       (unsigned long long)vcpus[EPOLL_VCPU].fd_wakes,
 	       (unsigned long long)atomic_load(&io_writes));
-	if (ev_kicks == 0 || ev_wakeups == 0 || atomic_load(&rearms_blocked) == 0 ||
+	if (ev_wakeups == 0 || atomic_load(&rearms_blocked) == 0 ||
 	    epoll_wakeups == 0 || vcpus[EPOLL_VCPU].fd_wakes == 0) {
-		fprintf(stderr, "FAIL: a wake path was not exercised (event kick, "
-				"event wakeup, timer re-arm at BLOCKED, epoll post "
-				"wakeup, fd wake)\n");
+		fprintf(stderr, "FAIL: a wake path was not exercised (event wakeup, "
+				"timer re-arm at BLOCKED, epoll post wakeup, fd wake)\n");
 		bad = 1;
 	}
-	/* About 1 kick in 1,000-5,000 lands in the window: a run starved to
-	 * fewer kicks than WINDOW_KICKS may miss it by chance. */
-	if (atomic_load(&window_hits) == 0 && kicks >= WINDOW_KICKS) {
-		fprintf(stderr, "FAIL: the race window was never hit\n");
-		bad = 1;
-	} else if (atomic_load(&window_hits) == 0) {
-		printf("race window not required: only %llu kicks (starved run)\n",
-		       (unsigned long long)kicks);
+	/* Two paths a run hits only by chance, about once in 1,000-5,000
+	 * kicks (the race window) and once in 150-800 (an event kick: the
+	 * event thread must catch its vCPU in the guest): a run starved to
+	 * fewer kicks than WINDOW_KICKS may miss them. 12 CPU hogs made
+	 * 3,000-4,000 kicks in 5 s, and 0-11 event kicks; an unloaded run
+	 * makes over 60,000 and 300-500. */
+	if (kicks >= WINDOW_KICKS) {
+		if (atomic_load(&window_hits) == 0) {
+			fprintf(stderr, "FAIL: the race window was never hit\n");
+			bad = 1;
+		}
+		if (ev_kicks == 0) {
+			fprintf(stderr, "FAIL: no event kicked a vCPU in the guest\n");
+			bad = 1;
+		}
+	} else if (atomic_load(&window_hits) == 0 || ev_kicks == 0) {
+		printf("race window%s not required: only %llu kicks (starved run)\n",
+		       ev_kicks ? "" : " and event kick", (unsigned long long)kicks);
 	}
 	if (wakeups == 0 || kicks == 0 || polls_won == 0 || polls_won == polls ||
 	    atomic_load(&policy_swaps) < 10) {
