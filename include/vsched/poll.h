@@ -316,7 +316,8 @@ VSCHED_API int vsched_poll_update(const struct vsched_poll_params *p,
  * @return 0, VSCHED_EINVAL (NULL, bad size or policy, or a field out of its
  * range: decay_shift above 15, spin_pct above 100, cpu_budget_pct above
  * 10000, contention above VSCHED_CONTENTION_SAMPLED) or VSCHED_ENOMEM.
- * Context: any thread that is not inside vsched on this VM's vCPUs.
+ * Context: any thread, also a vCPU's own hooks and request handlers (a
+ * halt in progress goes on with the policy it began with).
  * Syscalls (the grace period, liburcu-bp's synchronize_rcu): membarrier,
  * futex, sched_yield, and mmap/munmap on its first use in the thread;
  * allow them in a seccomp filter, or change policies before installing it.
@@ -336,7 +337,8 @@ struct vsched_vcpu;
  * @return 0, VSCHED_EINVAL (NULL vcpu, or `p` refused as by
  * vsched_vm_set_poll()), VSCHED_ENOMEM
  * or VSCHED_EDESTROYED. States: any but DESTROYED.
- * Context: any thread but the vCPU's own while it is inside vsched.
+ * Context: any thread, also the vCPU's own hooks and request handlers (a
+ * halt in progress goes on with the policy it began with).
  * Syscalls: as vsched_vm_set_poll() when it replaces a policy of the
  * vCPU's own (none when it only installs one).
  */

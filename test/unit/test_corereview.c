@@ -230,6 +230,93 @@ static void test_unblocking_hook_cannot_enter(void **state)
 	vsched_vm_destroy(vm);
 }
 
+/* A policy change from the vCPU's own hooks and handlers (session 25):
+ * the Context lines forbade it, and the header audit saw it accepted and
+ * harmless. It is: the block copies its policy at the halt's start (an
+ * RCU read section that holds no callback), so a change from inside takes
+ * effect at the next halt, and a replacement's grace period, waited for
+ * on the vCPU's own thread, holds up no reader. Now allowed and
+ * documented; this test holds it to that: every call returns 0, no call
+ * hangs, and each halt follows the policy installed before it. */
+static int setpoll_step, setpoll_rc[8];
+static struct vsched_vm *setpoll_vm;
+
+static void setpoll_hook(struct vsched_vcpu *v, void *ctx)
+{
+	struct vsched_poll_params on = fixed_or_none(1000000), off = fixed_or_none(0);
+	int *rc = &setpoll_rc[setpoll_step];
+	(void)ctx;
+	switch (setpoll_step) {
+	case 1: *rc = vsched_vcpu_set_poll(v, &on); break;  /* installs its own */
+	case 2: *rc = vsched_vcpu_set_poll(v, &on); break;  /* replaces it: a grace period */
+	case 3: *rc = vsched_vcpu_set_poll(v, NULL); break; /* back to the VM's (none) */
+	case 4: *rc = vsched_vm_set_poll(setpoll_vm, &on); break;
+	case 5: *rc = vsched_vm_set_poll(setpoll_vm, &off); break;
+	default: return;
+	}
+	setpoll_step = 0; /* once per step */
+}
+
+static void setpoll_handler(struct vsched_vcpu *v, unsigned kind,
+			    struct vsched_payload *p, void *arg)
+{
+	(void)kind, (void)p, (void)arg;
+	setpoll_hook(v, NULL);
+}
+
+static uint64_t polls_of(struct vsched_vcpu *v)
+{
+	struct vsched_vcpu_stats st = { .size = sizeof(st) };
+	assert_int_equal(vsched_vcpu_read_stats(v, &st), 0);
+	return st.halt.halt_attempted_poll;
+}
+
+/* One halt of 100 us with a step for the hook: did it poll? */
+static bool halt_polled(struct vsched_vcpu *v, struct vsched_vm *vm, int step)
+{
+	uint64_t before = polls_of(v);
+	setpoll_step = step;
+	assert_true(vsched_vcpu_block(v, vsched_deadline_in(vm, 100000)) >= 0);
+	return polls_of(v) > before;
+}
+
+static void test_set_poll_from_own_hooks_and_handlers(void **state)
+{
+	(void)state;
+	for (int where = 0; where < 3; where++) {
+		struct vsched_host_ops ops = { 0 };
+		if (where == 0)
+			ops.blocking = setpoll_hook;
+		else if (where == 1)
+			ops.unblocking = setpoll_hook;
+		struct vsched_vm *vm = setpoll_vm = make_vm(&ops, 0);
+		declare(vm, 1, "setpoll", 1, 0, setpoll_handler, NULL, 0);
+		assert_int_equal(vsched_request_finalize(vm, 0), 0);
+		struct vsched_vcpu *v = make_vcpu(vm, 0);
+		memset(setpoll_rc, 0xff, sizeof(setpoll_rc));
+
+		for (int step = 1; step <= 5; step++) {
+			bool polled;
+			if (where == 2) { /* from a service handler */
+				setpoll_step = step;
+				assert_int_equal(vsched_post(v, 1), 0);
+				assert_int_equal(vsched_service(v), 1);
+				polled = halt_polled(v, vm, 0);
+			} else {
+				polled = halt_polled(v, vm, step);
+				/* The change is the next halt's: this one kept
+				 * the policy it started with. */
+				assert_int_equal(polled, step == 2 || step == 3 || step == 5);
+				polled = halt_polled(v, vm, 0);
+			}
+			assert_int_equal(setpoll_rc[step], 0);
+			/* Steps 1, 2 and 4 turn a 1 ms window on; 3 and 5 off. */
+			assert_int_equal(polled, step == 1 || step == 2 || step == 4);
+		}
+		vsched_vm_destroy(vm);
+	}
+}
+
 /* vsched_vm_destroy() while a vCPU's thread sleeps in vsched_vcpu_block()
  * is refused, as vsched_vcpu_destroy() is, and frees nothing. Found by an
  * outside trial: it returned 0 and freed the vCPU under the sleeper, so
@@ -627,6 +714,7 @@ int main(void)
 		cmocka_unit_test(test_vm_destroy_with_vcpu_blocked),
 		cmocka_unit_test(test_blocking_hook_cannot_enter_or_service),
 		cmocka_unit_test(test_unblocking_hook_cannot_enter),
+		cmocka_unit_test(test_set_poll_from_own_hooks_and_handlers),
 		cmocka_unit_test(test_post_does_not_kick_a_later_entry),
 		cmocka_unit_test(test_handler_nested_service_refused),
 		cmocka_unit_test(test_handler_vm_destroy_refused),
