@@ -20,6 +20,10 @@
  * - a payload_drop that re-posts the payload to another vCPU during
  *   vsched_vm_destroy() is refused (VSCHED_EDESTROYED: every vCPU is
  *   destroyed before any is freed), and the payload is dropped once;
+ * - vsched_vm_destroy() from a host callback (every payload_drop and
+ *   every kick callout of a post; a wake callout needs a sleeper, which
+ *   this single thread never leaves) is refused with VSCHED_ESTATE and
+ *   frees nothing (vm.h): it freed the VM under its caller before;
  * - the public poll policy (poll_init/window/update) on parameters of any
  *   value: init accepts exactly what vsched_vm_set_poll() accepts (the
  *   accepted set becomes the VM's policy), and no window exceeds max_ns;
@@ -68,6 +72,7 @@ static struct vsched_vcpu *vcpus[NV];
 static bool dead[NV];
 static struct vsched_timer *timers[NV];
 static bool in_vm_destroy, reroute;
+static struct vsched_vm *cur_vm; /* for the callbacks' destroy attempts */
 static unsigned declared_kinds[8], nkinds;
 static bool payload_kind[64];
 static bool wait_kind[66];
@@ -86,9 +91,21 @@ static int fwait(uint32_t *w, uint32_t e, uint64_t dl, void *c)
 	return -110; /* time runs out at once */
 }
 
+/* A callback may not destroy its VM (vm.h): refused, nothing freed. */
+static void destroy_refused(void)
+{
+	assert(vsched_vm_destroy(cur_vm) == VSCHED_ESTATE);
+}
+
 static void fwake(uint32_t *w, void *c)
 {
 	(void)w, (void)c;
+}
+
+static void fkick(struct vsched_vcpu *v, void *c)
+{
+	(void)v, (void)c;
+	destroy_refused();
 }
 
 static void handler(struct vsched_vcpu *v, unsigned kind, struct vsched_payload *p,
@@ -123,6 +140,7 @@ static void drop(struct vsched_vcpu *v, unsigned kind, struct vsched_payload *p,
 	(void)c;
 	struct node *nd = (struct node *)p;
 	assert(nd->state == 1);
+	destroy_refused();
 	if (reroute) {
 		/* re-post to the next vCPU: during vm_destroy always refused */
 		unsigned i = 0;
@@ -376,7 +394,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct input in = { data, size, 0 };
 	struct vsched_host_ops ops = { .wait = fwait, .wake = fwake, .now_ns = fnow,
-				       .payload_drop = drop };
+				       .kick = fkick, .payload_drop = drop };
 	struct vsched_poll_params pp;
 	struct vsched_vm_config cfg = { .size = sizeof(cfg), .ops = &ops, .poll = &pp,
 					.max_vcpus = NV };
@@ -395,6 +413,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	vsched_poll_defaults(take(&in) % 4, 200 + take(&in) * 10, &pp);
 	if (vsched_vm_create(&cfg, &vm))
 		return 0;
+	cur_vm = vm;
 
 	/* The table: up to 8 kinds, random numbers, priorities, raises. */
 	unsigned want = 1 + take(&in) % 8;
