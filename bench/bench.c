@@ -101,6 +101,15 @@ double ratio_of(double v, double b)
 	return b > 0 ? v / b : v > 0 ? NAN : 1.0;
 }
 
+const char *rtxt(char *buf, size_t len, double r, int prec, const char *suffix)
+{
+	if (isnan(r))
+		snprintf(buf, len, "n/a");
+	else
+		snprintf(buf, len, "%.*f%s", prec, r, suffix);
+	return buf;
+}
+
 size_t p99_index(size_t n)
 {
 	return (n * 99 + 99) / 100 - 1;

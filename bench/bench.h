@@ -74,6 +74,10 @@ int cmp_u64(const void *a, const void *b);
  * both are 0; NAN (undefined) when only b is. */
 double ratio_of(double v, double b);
 
+/* A ratio for the text output, into buf: r with prec decimals and the
+ * suffix, or n/a if it is undefined (NAN). Returns buf. */
+const char *rtxt(char *buf, size_t len, double r, int prec, const char *suffix);
+
 /* Index of the 99th percentile of n >= 1 sorted samples, by nearest rank
  * (n * 99 / 100 would be the maximum of 100 samples). */
 size_t p99_index(size_t n);

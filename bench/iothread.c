@@ -531,12 +531,14 @@ static int run_iothread(void)
 		if (!opt_json)
 			for (int c = C_VSCHED; c <= C_KNOB; c++) {
 				double rt[NMET], lo, hi;
-				for (unsigned m = 0; m < NMET; m++)
+				char t[NMET][16]; /* n/a: every run's qemu figure was 0 */
+				for (unsigned m = 0; m < NMET; m++) {
 					med(res[f], runs, c, m, &rt[m], &lo, &hi);
-				printf("%-20s %-16s %7.2fx %7.2fx %8.2fx %8.2fx %6.2fx %8.2fx "
-				       "%7.2fx   (%s/qemu; runs had >= %zu msgs)\n", "", "  ratio",
-				       rt[0], rt[1], rt[2], rt[3], rt[4], rt[5], rt[6],
-				       cons_name[c], nmsg[f]);
+					rtxt(t[m], sizeof(t[m]), rt[m], 2, "x");
+				}
+				printf("%-20s %-16s %8s %8s %9s %9s %7s %9s %8s   (%s/qemu; runs "
+				       "had >= %zu msgs)\n", "", "  ratio", t[0], t[1], t[2], t[3],
+				       t[4], t[5], t[6], cons_name[c], nmsg[f]);
 			}
 	}
 	if (!opt_json) {
@@ -554,18 +556,20 @@ static int run_iothread(void)
 		for (unsigned k = 0; k < nf; k++) {
 			unsigned f = fam[k];
 			double rt[2][NMET], lo, hi;
+			char t[2][NMET][16];
 			for (int c = 0; c < 2; c++)
-				for (unsigned m = 0; m < NMET; m++)
+				for (unsigned m = 0; m < NMET; m++) {
 					med(res[f], runs, c, m, &rt[c][m], &lo, &hi);
+					rtxt(t[c][m], sizeof(t[c][m]), rt[c][m], 2, "x");
+				}
 			/* Issue 23's goal for the defaults, on the medians of
 			 * the per-run ratios printed: p50 (metric 0) and
 			 * consumer CPU (metric 2) at most GOAL_RATIO x qemu's. */
 			const bool ok = rt[0][0] <= GOAL_RATIO && rt[0][2] <= GOAL_RATIO;
 			met += ok;
-			printf("%-20s %8.2fx %8.2fx %8.2fx %8.2fx   %8.2fx %8.2fx %8.2fx %8.2fx   "
-			       "%s\n", io_families[f].name, rt[0][0], rt[0][1], rt[0][2],
-			       rt[0][4], rt[1][0], rt[1][1], rt[1][2], rt[1][4],
-			       ok ? "met" : "MISSED");
+			printf("%-20s %9s %9s %9s %9s   %9s %9s %9s %9s   %s\n",
+			       io_families[f].name, t[0][0], t[0][1], t[0][2], t[0][4],
+			       t[1][0], t[1][1], t[1][2], t[1][4], ok ? "met" : "MISSED");
 		}
 		printf("iothread goal (issue 23: vsched's defaults at most %.2fx qemu's p50 and "
 		       "consumer CPU): met on %u of %u families\n", GOAL_RATIO, met, nf);
@@ -776,9 +780,11 @@ static int run_contend(void)
 					       c == CT_ON ? "on" : "off", v[c][0] * 1e-3,
 					       v[c][1] * 1e-3, v[c][2] * 1e-3, v[c][3], v[c][4],
 					       v[c][5], v[c][6], v[c][7]);
-				printf("%-20s %-11s %-4s %-7s %7.2fx %7.2fx %7.2fx %7.2fx %10.2fx\n",
-				       "", "", "", "on/off", rt[0], rt[1], rt[2], rt[3],
-				       hg ? rt[4] : 1.0);
+				char t[5][16];
+				for (int m = 0; m < 5; m++)
+					rtxt(t[m], sizeof(t[m]), m < 4 || hg ? rt[m] : 1.0, 2, "x");
+				printf("%-20s %-11s %-4s %-7s %8s %8s %8s %8s %11s\n", "", "", "",
+				       "on/off", t[0], t[1], t[2], t[3], t[4]);
 			}
 		}
 	fflush(stdout);

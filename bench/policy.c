@@ -514,17 +514,6 @@ static int incumbent(const struct trace *t)
  * window whose ratio is undefined dominates nothing, and a goal of a ratio
  * at most x is not met. */
 
-/* A ratio for the text output, into buf: r with prec decimals and the
- * suffix, or n/a if it is undefined (NAN). */
-static const char *rtxt(char *buf, size_t len, double r, int prec, const char *suffix)
-{
-	if (isnan(r))
-		snprintf(buf, len, "n/a");
-	else
-		snprintf(buf, len, "%.*f%s", prec, r, suffix);
-	return buf;
-}
-
 /* The fixed window > 5% better than policy k on both mean latency and CPU
  * (the one with the largest smaller margin), or -1; its ratios to k's. */
 static int dominator(const struct outcome *o, int k, double *rl_out, double *rc_out)
