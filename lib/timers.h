@@ -49,9 +49,13 @@ struct vsched_timer_service {
 	 * deadline was not programmed. dispatch() clears it, programs
 	 * afresh and returns it if it fails again; run() returns it. */
 	_Atomic int err;
-	/* A run() is active (its loop owns the service): a second run()
-	 * and a destroy are refused with VSCHED_ESTATE. */
+	/* A run() is active (its loop owns the service), or a destroy
+	 * claimed it: a second run() and a destroy are refused with
+	 * VSCHED_ESTATE. */
 	_Atomic bool running;
+	/* Dispatches in progress: a destroy from a callback of one (a kick
+	 * callout of its posts) is refused, as from run(). */
+	_Atomic unsigned dispatching;
 	/* An injected clock that stood still between two dispatches: the
 	 * least interval a programming asks for while the clock still
 	 * reads `still_at` (0: none), and the clock the last dispatch read

@@ -133,6 +133,7 @@ int vsched_timer_service_dispatch(struct vsched_timer_service *s)
 
 	if (!s)
 		return VSCHED_EINVAL;
+	atomic_fetch_add(&s->dispatching, 1);
 	vsched__os_drain(s->os.tfd);
 	/* Forget the programmed deadline first: an arm from now on lowers
 	 * it again and programs it itself. An earlier failure to program
@@ -169,6 +170,7 @@ int vsched_timer_service_dispatch(struct vsched_timer_service *s)
 		lower_next(s, m);
 	{
 		int err = atomic_load(&s->err);
+		atomic_fetch_sub(&s->dispatching, 1);
 		return err ? err : fired;
 	}
 }
@@ -233,7 +235,8 @@ int vsched_timer_service_stop(struct vsched_timer_service *s)
 bool vsched__timers_service_running(struct vsched_vm *vm)
 {
 	struct vsched_timer_service *s = atomic_load(&vm->tsvc);
-	return s && atomic_load_explicit(&s->running, memory_order_acquire);
+	return s && (atomic_load_explicit(&s->running, memory_order_acquire) ||
+		     atomic_load(&s->dispatching));
 }
 
 /* Unpublished already: wait out every arm that may still hold it. */
@@ -248,15 +251,26 @@ void vsched__service_free(struct vsched_timer_service *s)
 int vsched_timer_service_destroy(struct vsched_timer_service *s)
 {
 	struct vsched_timer_service *self;
+	bool idle = false;
 	if (!s)
 		return VSCHED_EINVAL;
 	/* run() still active (misuse, but seen): freeing the service under
-	 * it would leave its thread asleep for ever on closed fds. */
-	if (atomic_load_explicit(&s->running, memory_order_acquire))
+	 * it would leave its thread asleep for ever on closed fds. Claimed
+	 * as run() claims it, so that a run() starting now is refused
+	 * rather than started on a service being freed. */
+	if (!atomic_compare_exchange_strong(&s->running, &idle, true))
 		return VSCHED_ESTATE;
+	/* Nor from inside a dispatch (a kick callout of its posts): it
+	 * would go on walking a freed service. */
 	self = s;
-	if (!atomic_compare_exchange_strong(&s->vm->tsvc, &self, NULL))
+	if (atomic_load(&s->dispatching)) {
+		atomic_store(&s->running, false);
+		return VSCHED_ESTATE;
+	}
+	if (!atomic_compare_exchange_strong(&s->vm->tsvc, &self, NULL)) {
+		atomic_store(&s->running, false);
 		return VSCHED_EINVAL; /* not this VM's service */
+	}
 	vsched__service_free(s);
 	return 0;
 }

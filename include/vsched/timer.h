@@ -323,7 +323,8 @@ VSCHED_API int vsched_timer_service_dispatch(struct vsched_timer_service *s);
  * before the thread reached run() still ends it). To pause a VM, leave
  * run() going: its posts to vCPUs outside the guest only set their
  * request bits; stop it to tear the service down. @return 0, VSCHED_EINVAL,
- * VSCHED_ESTATE (another run() is active: refused at once), or the
+ * VSCHED_ESTATE (another run() is active, or a destroy: refused at
+ * once), or the
  * negative errno of a failed epoll_pwait (not EINTR: a signal dispatches
  * again) or of a dispatch (a deadline could not be programmed: an arm's
  * failure wakes run() to return it); the service is left as it was, and
@@ -352,10 +353,14 @@ VSCHED_API int vsched_timer_service_clock_changed(struct vsched_timer_service *s
 VSCHED_API int vsched_timer_service_stop(struct vsched_timer_service *s);
 /**
  * Destroy a timer service after its run() returned, before
- * vsched_vm_destroy() (which otherwise does it). Waits for an RCU grace period.
+ * vsched_vm_destroy() (which otherwise does it). Waits for an RCU grace
+ * period. The service is freed when this returns 0: do not pass it to any
+ * call again, this one included.
  * @return 0, VSCHED_EINVAL, or VSCHED_ESTATE (run() is active: stop it and
- * join its thread first; refused, nothing freed). Context: not from an
- * arm's caller holding an RCU read lock of liburcu-bp. Syscalls: the grace period's (liburcu-bp's
+ * join its thread first; or called from inside a dispatch, such as from
+ * the host's kick callout of an expiry it posts; refused, nothing freed).
+ * A run() that starts while this runs is refused with VSCHED_ESTATE.
+ * Context: not from an arm's caller holding an RCU read lock of liburcu-bp. Syscalls: the grace period's (liburcu-bp's
  * synchronize_rcu: membarrier, futex, sched_yield), close on its fds.
  */
 VSCHED_API int vsched_timer_service_destroy(struct vsched_timer_service *s);

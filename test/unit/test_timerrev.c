@@ -212,6 +212,51 @@ static void test_bug_service_destroy_while_running(void **state)
 	vsched_vm_destroy(vm);
 }
 
+/* A destroy from a callback of a dispatch (session 25's misuse hunt): the
+ * dispatch fires an expiry, the post kicks the vCPU in the guest, and the
+ * host's kick callout destroys the service. destroy checked only run()'s
+ * flag, so it freed the service and the dispatch went on walking it (ASan:
+ * heap-use-after-free in dispatch). Now refused with VSCHED_ESTATE, as
+ * from under run(); so is the VM's destroy. */
+static struct vsched_timer_service *kick_svc;
+static struct vsched_vm *kick_vm;
+static int kick_destroy_rc = 1, kick_vm_destroy_rc = 1;
+
+static void destroying_kick(struct vsched_vcpu *v, void *ctx)
+{
+	(void)v, (void)ctx;
+	kick_destroy_rc = vsched_timer_service_destroy(kick_svc);
+	kick_vm_destroy_rc = vsched_vm_destroy(kick_vm);
+}
+
+static void test_bug_service_destroy_from_dispatch(void **state)
+{
+	struct vsched_host_ops ops = { .kick = destroying_kick };
+	struct vsched_timer_desc d = { .size = sizeof(d), .kind = K_TIMER };
+	struct vsched_timer *t;
+	(void)state;
+	struct vsched_vm *vm = kick_vm = make_vm(&ops, 0);
+	declare(vm, K_TIMER, "timer", 1, 0, on_timer, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	struct vsched_vcpu *v = make_vcpu(vm, 0);
+	assert_int_equal(vsched_timer_create(v, &d, &t), 0);
+	assert_int_equal(vsched_timer_service_create(vm, &kick_svc), 0);
+	assert_int_equal(vsched_timer_arm(t, vsched_now_ns(vm) + 1000000), 0);
+	assert_int_equal(vsched_vcpu_enter(v), 0); /* the expiry kicks */
+	for (int i = 0; i < 2000 && tstats(t).fired == 0; i++) {
+		usleep(1000);
+		assert_true(vsched_timer_service_dispatch(kick_svc) >= 0);
+	}
+	assert_int_equal(tstats(t).fired, 1);
+	assert_int_equal(kick_destroy_rc, VSCHED_ESTATE);
+	assert_int_equal(kick_vm_destroy_rc, VSCHED_ESTATE);
+	/* Nothing was freed: the service still works, and goes. */
+	assert_int_equal(vsched_timer_service_dispatch(kick_svc), 0);
+	assert_int_equal(vsched_vcpu_exit(v), 0);
+	assert_int_equal(vsched_timer_service_destroy(kick_svc), 0);
+	assert_int_equal(vsched_vm_destroy(vm), 0);
+}
+
 /* ------------------------------------------------------------------ */
 /* Defect 4 (lib/timer.c vsched_timer_create()): a VSCHED_REQ_WAIT kind is
  * accepted as a timer's kind (PAYLOAD is refused). Every expiry then
@@ -848,6 +893,7 @@ int main(void)
 		cmocka_unit_test(test_bug_level_backwards_clock_drop_unlatches),
 		cmocka_unit_test(test_bug_service_run_twice),
 		cmocka_unit_test(test_bug_service_destroy_while_running),
+		cmocka_unit_test(test_bug_service_destroy_from_dispatch),
 		cmocka_unit_test(test_bug_timer_wait_kind),
 		cmocka_unit_test(test_bug_adaptive_one_slow_read_stops_reads),
 		cmocka_unit_test(test_bug_past_arm_no_wakeup_kind_blocked),
