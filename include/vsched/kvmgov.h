@@ -85,7 +85,10 @@ struct vsched_kvm_gov;
  * How the governor reaches KVM (frozen layout, see version.h). NULL in the
  * config: the kernel (ioctl, pread, close). A test or a VMM with its own
  * KVM wrapper supplies its own; every member must be set. Each returns
- * what the syscall would, with a negative errno instead of -1.
+ * what the syscall would, with a negative errno instead of -1. After
+ * create() they run with the governor's lock held (in tick(), set_cap()
+ * or the governor's thread): a call on the same governor from one of them
+ * is refused with VSCHED_ESTATE (it would wait for that lock for ever).
  */
 struct vsched_kvm_gov_ops {
 	/** KVM_CHECK_EXTENSION(KVM_CAP_HALT_POLL) on the VM fd: > 0 supported. */
@@ -230,7 +233,8 @@ VSCHED_API int vsched_kvm_gov_create(int vm_fd, const int *vcpu_fds,
 
 /**
  * Stop the thread (if any), close the stats fds, free the governor. The
- * cap stays as it was last set. @return 0 or VSCHED_EINVAL.
+ * cap stays as it was last set. @return 0, VSCHED_EINVAL or
+ * VSCHED_ESTATE (from one of its ops: refused, nothing freed).
  * Context: any thread but the governor's own; no other call on `gov`
  * running or made after it (a read_stats() racing it reads freed memory).
  */
@@ -241,7 +245,8 @@ VSCHED_API int vsched_kvm_gov_destroy(struct vsched_kvm_gov *gov);
  * (`now_ns` on CLOCK_MONOTONIC, or any clock that the caller uses for
  * every call). @return enum vsched_kvm_gov_tick_result, VSCHED_EINVAL, or
  * the negative errno of a failed read (-EBADMSG for a short one) or of
- * KVM_ENABLE_CAP (also counted; the next tick tries again).
+ * KVM_ENABLE_CAP (also counted; the next tick tries again), or
+ * VSCHED_ESTATE (from one of the governor's ops).
  * Context: one thread at a time (not with `thread` set).
  */
 VSCHED_API int vsched_kvm_gov_tick(struct vsched_kvm_gov *gov, uint64_t now_ns);
@@ -249,15 +254,18 @@ VSCHED_API int vsched_kvm_gov_tick(struct vsched_kvm_gov *gov, uint64_t now_ns);
 /**
  * Set the cap now, bypassing the policy, the band and the rate bound (an
  * operator's override; the policy's next decision may move it again).
- * @return 0, VSCHED_EINVAL, VSCHED_ERANGE (above UINT32_MAX) or
- * KVM_ENABLE_CAP's negative errno. Context: as vsched_kvm_gov_tick().
+ * @return 0, VSCHED_EINVAL, VSCHED_ERANGE (above UINT32_MAX),
+ * VSCHED_ESTATE (from one of the governor's ops) or KVM_ENABLE_CAP's
+ * negative errno. Context: any thread, also with `thread` set (it waits
+ * for a tick in progress).
  */
 VSCHED_API int vsched_kvm_gov_set_cap(struct vsched_kvm_gov *gov,
 				      uint64_t max_ns, uint64_t now_ns);
 
 /**
  * Copy the governor's counters (the extensible-struct rule).
- * @return 0 or VSCHED_EINVAL. Context: any thread.
+ * @return 0, VSCHED_EINVAL or VSCHED_ESTATE (from one of the governor's
+ * ops). Context: any thread.
  */
 VSCHED_API int vsched_kvm_gov_read_stats(const struct vsched_kvm_gov *gov,
 					 struct vsched_kvm_gov_stats *out);
@@ -267,8 +275,9 @@ VSCHED_API int vsched_kvm_gov_read_stats(const struct vsched_kvm_gov *gov,
  * one JSON object (VSCHED_STATS_JSON), names as in struct
  * vsched_kvm_gov_stats. The stream is flushed, so that a failed write is
  * this call's error.
- * @return 0, VSCHED_EINVAL, or -EIO when writing or flushing failed (or the
- * stream's error indicator was already set). Context: any thread.
+ * @return 0, VSCHED_EINVAL, VSCHED_ESTATE (from one of the governor's
+ * ops), or -EIO when writing or flushing failed (or the stream's error
+ * indicator was already set). Context: any thread.
  */
 VSCHED_API int vsched_kvm_gov_stats_write(const struct vsched_kvm_gov *gov,
 					  FILE *f, unsigned format);

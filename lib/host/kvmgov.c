@@ -129,6 +129,17 @@ struct vsched_kvm_gov {
 	atomic_uint pending;
 };
 
+/* The governor whose lock this thread holds, if any: the ops run under
+ * it, and a call of theirs on the same governor would wait for ever for
+ * the lock (session 25's misuse hunt: read_stats() from set_cap). Such a
+ * call is refused with VSCHED_ESTATE instead (held_here()). */
+static _Thread_local const struct vsched_kvm_gov *holder;
+
+static bool held_here(const struct vsched_kvm_gov *g)
+{
+	return holder == g;
+}
+
 /* Take the lock in a caller's thread: announced, so that the ticking
  * thread, which may tick back to back, lets the caller in. */
 static void gov_lock(const struct vsched_kvm_gov *cg)
@@ -138,12 +149,14 @@ static void gov_lock(const struct vsched_kvm_gov *cg)
 	atomic_fetch_add(&g->pending, 1);
 	pthread_mutex_lock(&g->lock);
 	atomic_fetch_sub(&g->pending, 1);
+	holder = g;
 }
 
 static void gov_unlock(const struct vsched_kvm_gov *cg)
 {
 	struct vsched_kvm_gov *g = (struct vsched_kvm_gov *)cg;
 
+	holder = NULL;
 	if (g->threaded)
 		pthread_cond_broadcast(&g->cond); /* the thread may wait for us */
 	pthread_mutex_unlock(&g->lock);
@@ -662,8 +675,12 @@ int vsched_kvm_gov_tick(struct vsched_kvm_gov *g, uint64_t now_ns)
 
 	if (!g || g->threaded)
 		return VSCHED_EINVAL;
+	if (held_here(g))
+		return VSCHED_ESTATE;
 	pthread_mutex_lock(&g->lock);
+	holder = g;
 	rc = tick_locked(g, now_ns);
+	holder = NULL;
 	pthread_mutex_unlock(&g->lock);
 	return rc;
 }
@@ -677,6 +694,8 @@ int vsched_kvm_gov_set_cap(struct vsched_kvm_gov *g, uint64_t max_ns,
 		return VSCHED_EINVAL;
 	if (max_ns > UINT32_MAX)
 		return VSCHED_ERANGE;
+	if (held_here(g))
+		return VSCHED_ESTATE;
 	gov_lock(g);
 	rc = apply_cap(g, max_ns, now_ns);
 	gov_unlock(g);
@@ -698,6 +717,7 @@ static void *gov_thread(void *arg)
 	struct vsched_kvm_gov *g = arg;
 
 	pthread_mutex_lock(&g->lock);
+	holder = g; /* this thread's, for good: it runs only ticks */
 	while (!g->stop) {
 		/* Saturated (an interval near 2^64 would wrap into the past:
 		 * no wait, a spin that never releases the lock), at INT64_MAX
@@ -891,6 +911,8 @@ int vsched_kvm_gov_destroy(struct vsched_kvm_gov *g)
 {
 	if (!g)
 		return VSCHED_EINVAL;
+	if (held_here(g))
+		return VSCHED_ESTATE; /* from an op: it would free under the tick */
 	if (g->threaded) {
 		gov_lock(g);
 		g->stop = true;
@@ -908,6 +930,8 @@ int vsched_kvm_gov_read_stats(const struct vsched_kvm_gov *g,
 
 	if (!g)
 		return VSCHED_EINVAL;
+	if (held_here(g))
+		return VSCHED_ESTATE;
 	gov_lock(g);
 	rc = vsched__struct_out(out, &g->st, sizeof(g->st));
 	gov_unlock(g);
@@ -930,6 +954,8 @@ int vsched_kvm_gov_stats_write(const struct vsched_kvm_gov *g, FILE *f,
 
 	if (!g || !f || format > VSCHED_STATS_JSON)
 		return VSCHED_EINVAL;
+	if (held_here(g))
+		return VSCHED_ESTATE;
 	vsched_kvm_gov_read_stats(g, &s);
 	if (json)
 		bad |= fputs("{", f) < 0;

@@ -120,6 +120,82 @@ static void test_thread_short_interval(void **state)
 	fake_free(k);
 }
 
+/* ==== G1b: a call on the governor from one of its own ops ====
+ *
+ * The ops run with the governor's lock held, so a set_cap op (a VMM's KVM
+ * wrapper) that read the governor's stats waited for ever for that lock:
+ * the tick never returned, and with `thread` every later call and the
+ * destroy (which joins the thread) hung too (session 25's misuse hunt).
+ * Every call on the same governor from an op is now refused with
+ * VSCHED_ESTATE; the op's own work goes on. */
+static struct vsched_kvm_gov *_Atomic reentry_gov; /* set after create */
+static int reentry_rc[5] = { 1, 1, 1, 1, 1 };
+static atomic_int reentered;
+
+static int reentering_set(void *ctx, int vm_fd, uint64_t ns)
+{
+	struct vsched_kvm_gov_stats st = { .size = sizeof(st) };
+	struct vsched_kvm_gov *g = atomic_load(&reentry_gov);
+	FILE *f = fopen("/dev/null", "w");
+
+	if (g && !atomic_load(&reentered)) {
+		reentry_rc[0] = vsched_kvm_gov_read_stats(g, &st);
+		reentry_rc[1] = vsched_kvm_gov_set_cap(g, 1234, 0);
+		reentry_rc[2] = vsched_kvm_gov_tick(g, 0);
+		reentry_rc[3] = f ? vsched_kvm_gov_stats_write(g, f, VSCHED_STATS_TEXT) : 1;
+		reentry_rc[4] = vsched_kvm_gov_destroy(g);
+		atomic_store(&reentered, 1);
+	}
+	if (f)
+		fclose(f);
+	return f_set(ctx, vm_fd, ns);
+}
+
+static void test_ops_cannot_reenter(void **state)
+{
+	(void)state;
+	for (int threaded = 0; threaded < 2; threaded++) {
+		struct fake_kvm *k = fake_new(FULL, 1);
+		struct vsched_kvm_gov_ops ops = { f_check, reentering_set, f_stats_fd,
+						  f_pread, f_close, k };
+		struct vsched_poll_params p;
+		struct vsched_kvm_gov_config c = { .size = sizeof(c), .poll = &p,
+						   .ops = &ops, .thread = threaded,
+						   .interval_ns = threaded ? MS : 0,
+						   .min_change_ns = threaded ? MS : 0 };
+
+		alarm(30); /* behind the bounded waits below */
+		vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 200000, &p);
+		atomic_store(&reentered, 0);
+		for (int i = 0; i < 5; i++)
+			reentry_rc[i] = 1;
+		struct vsched_kvm_gov *g;
+		atomic_store(&reentry_gov, NULL);
+		assert_int_equal(vsched_kvm_gov_create(100, vcpu_fds, 1, &c, &g), 0);
+		atomic_store(&reentry_gov, g);
+		/* Short polled halts until the first decision sets the cap. */
+		for (int i = 1; i < 200 && !atomic_load(&reentered); i++) {
+			kvm_polled(&k->s[0], 5000, 1000);
+			if (threaded)
+				usleep(2000);
+			else
+				assert_true(vsched_kvm_gov_tick(g, (uint64_t)i * 2 * SEC) >= 0);
+		}
+		assert_true(wait_flag(&reentered, 3000));
+		for (int i = 0; i < 5; i++) /* tick(): never with `thread` */
+			assert_int_equal(reentry_rc[i], i == 2 && threaded ? VSCHED_EINVAL
+									 : VSCHED_ESTATE);
+		/* The governor still answers, and goes. */
+		assert_true(gov_stats(g).cap_changes >= 1);
+		assert_int_equal(vsched_kvm_gov_set_cap(g, 777, 0), 0);
+		if (!threaded) /* the thread's next decision may move it */
+			assert_int_equal(k->cap, 777);
+		assert_int_equal(vsched_kvm_gov_destroy(g), 0);
+		alarm(0);
+		fake_free(k);
+	}
+}
+
 /* ==== G2: a clock that steps back ====
  *
  * tick_locked() and decide() measure "time since" as now - last, unsigned:
@@ -576,6 +652,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_thread_short_interval),
+		cmocka_unit_test(test_ops_cannot_reenter),
 		cmocka_unit_test(test_clock_back_rate_bound),
 		cmocka_unit_test(test_clock_back_interval),
 		cmocka_unit_test(test_sums_ns_wrap),
