@@ -231,8 +231,12 @@ sub split_doc {
 	my (%r, @params, @desc, $ret, $ctx);
 	for my $para (split /\n[ \t]*\n/, $f->{doc}) {
 		my @d;
-		for my $part (split /(?=\@returns?\b|\@param\b|(?<![\w])(?:Context:|States \(|Syscalls:))/, $para) {
-			if ($part =~ /^(?:States \(|Syscalls:)/) { push @d, "\n\n$part"; }
+		for my $part (split /(?=\@returns?\b|\@param\b|(?<![\w])(?:Context:|States[ (:]|Syscalls:))/, $para) {
+			if ($part =~ /^(?:States[ (:]|Syscalls:)/) {
+				# A paragraph of its own, after any text before it.
+				$d[-1] =~ s/\s+$// if @d;
+				push @d, (join('', @d) =~ /\S/ ? "\n\n" : '') . $part;
+			}
 			elsif ($part =~ /^\@returns?\s+(.*)/s) { $ret = defined $ret ? "$ret\n$1" : $1; }
 			elsif ($part =~ /^\@param\s+(\w+)\s+(.*)/s) { push @params, [$1, $2]; }
 			elsif ($part =~ /^Context:\s*(.*)/s) { $ctx = defined $ctx ? "$ctx\n$1" : $1; }

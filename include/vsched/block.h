@@ -232,7 +232,7 @@ struct vsched_block_result {
  * wait's or epoll_pwait's: -EPERM from a seccomp filter, -EFAULT ...;
  * or what a custom `wait` returned besides 0, -ETIMEDOUT and -EINTR),
  * returned at once rather than retried.
- * States (lib/contract.h): OUTSIDE_GUEST only.
+ * States: OUTSIDE_GUEST only.
  * Context: the vCPU's own thread, outside guest mode. Pairs with the barrier
  * in vsched_post() and vsched_vcpu_kick(). Syscalls: futex or epoll_pwait,
  * read of a pipe doorbell, timerfd_settime, clock_gettime.
@@ -251,6 +251,12 @@ VSCHED_API int vsched_vcpu_block(struct vsched_vcpu *vcpu,
  * Make a vCPU notice an event that its has_event callback now reports:
  * kick it out of the guest, or wake it if it sleeps. Call it after making
  * the event visible; it issues the full barrier that pairs with the block's.
+ * A kick alone ends no block: the woken vCPU re-checks its requests, fds
+ * and has_event, and with nothing there (no has_event callback, or one
+ * that returns false) it counts a spurious wakeup and sleeps again. To
+ * stop a vCPU thread, post it a request (a stop kind whose handler or
+ * loop ends it), or have has_event read the stop flag that the kick
+ * follows.
  * It pairs with the block's re-check only: vsched_vcpu_enter() re-checks
  * requests, not has_event, so an event raised while the vCPU is about to
  * enter is seen at its next exit. An event that must be seen before the
@@ -293,7 +299,7 @@ VSCHED_API int vsched_vcpu_set_guest_poll(struct vsched_vcpu *vcpu, bool allow);
  * max_user_watches), another negative errno from the kernel, VSCHED_ESTATE
  * (the vCPU is inside vsched_vcpu_block(), its hooks included: this is
  * not its thread, or a hook called it) or VSCHED_EDESTROYED.
- * States (lib/contract.h): OUTSIDE_GUEST, IN_GUEST, EXITING_GUEST.
+ * States: OUTSIDE_GUEST, IN_GUEST, EXITING_GUEST.
  * Context: the vCPU's thread, or before the vCPU runs. Syscalls: the first
  * call epoll_create1, eventfd, timerfd_create; each epoll_ctl; a
  * VSCHED_FD_DOORBELL readlink of /proc/self/fd/N (refused: it is read as

@@ -144,9 +144,9 @@ struct vsched_kvm_stats {
 };
 
 /**
- * Install an empty handler (no SA_RESTART) for `signo`, process-wide, for
- * a VMM that has none of its own for its kick signal. Replaces whatever
- * handler `signo` had. @return 0, VSCHED_EINVAL (bad signal: not 1..NSIG-1,
+ * Install a kick signal handler that does nothing (no SA_RESTART) for
+ * `signo`, process-wide, for a VMM that has none of its own for its kick
+ * signal. Replaces whatever handler `signo` had. @return 0, VSCHED_EINVAL (bad signal: not 1..NSIG-1,
  * or SIGKILL, SIGSTOP, a fault signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE),
  * SIGTRAP or SIGSYS) or a negative errno from sigaction.
  * Context: any thread, before attach.
@@ -199,7 +199,8 @@ VSCHED_API int vsched_kvm_kick(struct vsched_kvm_vcpu *kv);
  * @return 0: issue KVM_RUN now, then call vsched_kvm_post_run();
  * VSCHED_KVM_CANCELLED: a request came at commit, do not run, call again;
  * VSCHED_ESTATE after a 0 with no post_run yet; or a negative error (then
- * no post_run). Context: the vCPU's own thread.
+ * no post_run). States: between entries (every pre_run that returned 0
+ * followed by its post_run). Context: the vCPU's own thread.
  */
 VSCHED_API int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv);
 
@@ -213,6 +214,7 @@ VSCHED_API int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv);
  * error, VSCHED_ESTATE without a successful pre_run, or VSCHED_EINVAL (NULL,
  * or a `run_ret` that is neither 0 nor a negative errno, -4095..-1: the
  * entry stays open).
+ * States: after a pre_run that returned 0.
  * Context: the vCPU's own thread, right after KVM_RUN.
  */
 VSCHED_API int vsched_kvm_post_run(struct vsched_kvm_vcpu *kv, int run_ret);
@@ -269,6 +271,7 @@ VSCHED_API bool vsched_kvm_irq_owed(const struct vsched_kvm_vcpu *kv);
  * @return enum vsched_wake_reason of the last wakeup (0 when nothing was
  * blocked on), VSCHED_ESTATE between a successful vsched_kvm_pre_run()
  * and its vsched_kvm_post_run(), or a negative error.
+ * States: between entries, as vsched_kvm_pre_run().
  * Context: the vCPU's own thread.
  */
 VSCHED_API int vsched_kvm_halt(struct vsched_kvm_vcpu *kv, uint64_t deadline_ns);

@@ -204,7 +204,7 @@ VSCHED_API const char *vsched_request_name(const struct vsched_vm *vm,
 
 #ifndef VSCHED_INLINE /* <vsched/inline.h> defines it inline */
 /**
- * Post request `kind` to a vCPU: one atomic RMW sets its bit, then a full
+ * Post a request to a vCPU: one atomic RMW sets the bit of `kind`, then a full
  * barrier and the kick decision on the vCPU's mode: IN_GUEST is kicked
  * (once: the first poster to move it to EXITING_GUEST calls the kick
  * callback), BLOCKED is woken (unless VSCHED_REQ_NO_WAKEUP), POLLING and
@@ -256,7 +256,7 @@ VSCHED_API int vsched_post_payload(struct vsched_vcpu *vcpu, unsigned kind,
  * block's own; or, with work pending, a handler's nested call; or a
  * handler of this pass entered the guest, which ends it: the later kinds
  * stay pending and the word says IN_GUEST).
- * States (lib/contract.h): OUTSIDE_GUEST; with nothing pending it returns 0
+ * States: OUTSIDE_GUEST; with nothing pending it returns 0
  * in any state (one load: nothing done, nothing refused).
  * Context: the vCPU's own thread only, outside guest mode. Acquire: pairs with
  * the release in vsched_post().

@@ -329,6 +329,7 @@ VSCHED_API int vsched_timer_service_dispatch(struct vsched_timer_service *s);
  * again) or of a dispatch (a deadline could not be programmed: an arm's
  * failure wakes run() to return it); the service is left as it was, and
  * a later run() or dispatch() may go on.
+ * States: no other run() active, no destroy in progress.
  * Context: the service's own thread (one at a time). */
 VSCHED_API int vsched_timer_service_run(struct vsched_timer_service *s);
 /**
@@ -360,6 +361,7 @@ VSCHED_API int vsched_timer_service_stop(struct vsched_timer_service *s);
  * join its thread first; or called from inside a dispatch, such as from
  * the host's kick callout of an expiry it posts; refused, nothing freed).
  * A run() that starts while this runs is refused with VSCHED_ESTATE.
+ * States: no run() active, no dispatch in progress.
  * Context: not from an arm's caller holding an RCU read lock of liburcu-bp. Syscalls: the grace period's (liburcu-bp's
  * synchronize_rcu: membarrier, futex, sched_yield), close on its fds.
  */

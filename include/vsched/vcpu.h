@@ -19,6 +19,13 @@
  *           vsched_vcpu_block(vcpu, deadline);
  *   }
  * @endcode
+ * To stop the thread, post it a stop request: its handler sets a flag
+ * that the loop checks after vsched_service(), the thread returns, and
+ * the VMM joins it and then destroys the vCPU (or the VM). A handler may
+ * also destroy its own vCPU (a hot-unplug): the next vsched_vcpu_enter()
+ * returns VSCHED_EDESTROYED. A flag and a kick are not enough: a kick
+ * ends no block unless has_event reports the flag (block.h). Another
+ * thread may not destroy a vCPU whose thread is still in this loop.
  */
 #ifndef VSCHED_VCPU_H
 #define VSCHED_VCPU_H
@@ -72,7 +79,7 @@ VSCHED_API int vsched_vcpu_create(struct vsched_vm *vm, unsigned id,
  * the VMM may tear down what its kick uses (vsched_kvm_detach(), the
  * kvm_run mapping).
  * Context: any thread, once the vCPU's own thread has stopped using it.
- * States (lib/contract.h): OUTSIDE_GUEST only. A vCPU in the guest or inside
+ * States: OUTSIDE_GUEST only. A vCPU in the guest or inside
  * vsched_vcpu_block() (its hooks included, where the word still says
  * OUTSIDE_GUEST) is still its thread's, whose next exchange would
  * overwrite DESTROYED: refused with VSCHED_ESTATE, nothing changed. Its
@@ -95,6 +102,7 @@ VSCHED_API int vsched_vcpu_destroy(struct vsched_vcpu *vcpu);
  * OUTSIDE_GUEST, the cancellation was counted against each pending kind, and
  * the caller must service and retry; VSCHED_EINVAL; VSCHED_EDESTROYED;
  * VSCHED_ESTATE when not OUTSIDE_GUEST.
+ * States: OUTSIDE_GUEST only.
  * Context: the vCPU's own thread. Pairs with the barrier in vsched_post().
  */
 VSCHED_API int vsched_vcpu_enter(struct vsched_vcpu *vcpu);
@@ -105,6 +113,7 @@ VSCHED_API int vsched_vcpu_enter(struct vsched_vcpu *vcpu);
  * Leave guest mode (IN_GUEST or EXITING_GUEST -> OUTSIDE_GUEST) and release
  * WAIT posters waiting for this vCPU's acknowledgement.
  * @return 0, VSCHED_EINVAL, VSCHED_EDESTROYED or VSCHED_ESTATE (not in guest).
+ * States: IN_GUEST or EXITING_GUEST.
  * Context: the vCPU's own thread. Full barrier.
  */
 VSCHED_API int vsched_vcpu_exit(struct vsched_vcpu *vcpu);

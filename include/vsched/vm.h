@@ -166,11 +166,13 @@ VSCHED_API int vsched_vm_create(const struct vsched_vm_config *cfg,
  * Context: any thread, once no other thread is inside any vsched call on this
  * VM or its vCPUs, and not from a request handler or a host callback.
  * @return 0, VSCHED_EINVAL, or VSCHED_ESTATE (a waiter
- * created on the VM is not destroyed yet, its timer service's run() is
- * active, or a vCPU's thread is inside vsched_vcpu_block() or
+ * created on the VM is not destroyed yet, its timer service's run() or a
+ * dispatch is active, or a vCPU's thread is inside vsched_vcpu_block() or
  * vsched_service(), its own handler's call included, or a payload_drop
  * callback or a poster's kick or wake callback runs, the caller's own
  * included: refused, nothing freed).
+ * States: no waiter, no timer service run() or dispatch active, no vCPU
+ * thread inside a block or a service pass, no host callback running.
  * Syscalls: close on the vCPUs' fds; with a timer service still attached,
  * those of vsched_timer_service_destroy().
  */

@@ -107,8 +107,8 @@ VSCHED_API int vsched_waiter_set_poll(struct vsched_waiter *w,
 /**
  * Destroy a waiter (closes its fds). @return 0, VSCHED_EINVAL or
  * VSCHED_ESTATE (a thread is inside vsched_waiter_wait() on it, its hooks
- * and condition included: refused, nothing freed). States
- * (lib/contract.h): idle (not waiting) only.
+ * and condition included: refused, nothing freed). States: idle (not
+ * waiting) only.
  * Context: once no thread waits on or kicks it; before vsched_vm_destroy()
  * of its VM, which refuses while the VM has a waiter.
  */
@@ -127,8 +127,9 @@ VSCHED_API int vsched_waiter_wait(struct vsched_waiter *w, uint64_t deadline_ns,
 				  struct vsched_block_result *result);
 
 /**
- * After making the condition true: full barrier, then wake the consumer if
- * it armed "needs kick". @return 1 when a wakeup was sent, 0 when none was
+ * Wake the consumer if it sleeps: called after making the condition true,
+ * it issues a full barrier, then a wakeup if the consumer armed "needs
+ * kick". @return 1 when a wakeup was sent, 0 when none was
  * needed, VSCHED_EINVAL. Context: any thread.
  */
 VSCHED_API int vsched_waiter_kick(struct vsched_waiter *w);

@@ -9,6 +9,7 @@
 #   for anything else; the functions whose comment states no return value
 #   or no calling thread are exactly those listed in doc/man/gaps.txt (a
 #   header that gains the text must drop its line there);
+# - vsched(7) names only pages that exist;
 # - man(1) formats every page without a warning (where man is installed).
 # usage: check-man.sh SOURCE_DIR BUILT_MAN_DIR HEADER...
 set -eu
@@ -127,12 +128,27 @@ done < "$tmp/types"
 	fail "$(ls "$man"/man3/*.3type | wc -l) section 3type pages for $(wc -l < "$tmp/types") public types"
 echo "section 3type: $(wc -l < "$tmp/types") pages, one a public type"
 
+# vsched(7): every page it names in bold with a section exists.
+p7=$man/man7/vsched.7
+[ -f "$p7" ] || fail "no vsched.7"
+n7=0
+for ref in $(sed -n 's/^\.BR \(vsched[a-z0-9_\\-]*\) (\(3\|3type\|1\)).*/\1.\2/p
+	s/.*\\fB\(vsched_[a-z0-9_]*\)\\fR(\(3type\|3\)).*/\1.\2/p' "$p7" | sed 's/\\-/-/g' | sort -u); do
+	n7=$((n7 + 1))
+	case $ref in
+	*.1) [ -f "$man/man1/$ref" ] || fail "vsched.7 names $ref, which does not exist" ;;
+	*) [ -f "$man/man3/$ref" ] || fail "vsched.7 names $ref, which does not exist" ;;
+	esac
+done
+[ "$n7" -gt 20 ] || fail "vsched.7 names only $n7 pages"
+echo "section 7: vsched.7 names $n7 pages"
+
 # Formatting: groff's warnings, all of them, at man's 80 columns (lintian
 # reports man's as errors). One groff for all pages: man(1) per page costs
 # about a second each.
 if command -v groff >/dev/null 2>&1; then
 	w=$(groff -man -ww -z -Tutf8 -rLL=80n -Kutf8 "$man"/man1/*.1 "$man"/man3/*.3 \
-		"$man"/man3/*.3type 2>&1 || echo "groff failed")
+		"$man"/man3/*.3type "$man"/man7/*.7 2>&1 || echo "groff failed")
 	[ -z "$w" ] || fail "groff: $w"
 	echo "groff -ww: every page clean"
 else
