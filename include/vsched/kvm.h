@@ -146,8 +146,8 @@ struct vsched_kvm_stats {
 /**
  * Install a kick signal handler that does nothing (no SA_RESTART) for
  * `signo`, process-wide, for a VMM that has none of its own for its kick
- * signal. Replaces whatever handler `signo` had. @return 0, VSCHED_EINVAL (bad signal: not 1..NSIG-1,
- * or SIGKILL, SIGSTOP, a fault signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE),
+ * signal. Replaces whatever handler `signo` had. @return 0,
+ * VSCHED_EINVAL (bad signal: not 1..NSIG-1, or SIGKILL, SIGSTOP, a fault signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE),
  * SIGTRAP or SIGSYS) or a negative errno from sigaction.
  * Context: any thread, before attach.
  */

@@ -204,8 +204,8 @@ VSCHED_API const char *vsched_request_name(const struct vsched_vm *vm,
 
 #ifndef VSCHED_INLINE /* <vsched/inline.h> defines it inline */
 /**
- * Post a request to a vCPU: one atomic RMW sets the bit of `kind`, then a full
- * barrier and the kick decision on the vCPU's mode: IN_GUEST is kicked
+ * Post a request to a vCPU: one atomic RMW sets the bit of `kind`, then a
+ * full barrier and the kick decision on the vCPU's mode: IN_GUEST is kicked
  * (once: the first poster to move it to EXITING_GUEST calls the kick
  * callback), BLOCKED is woken (unless VSCHED_REQ_NO_WAKEUP), POLLING and
  * OUTSIDE_GUEST need nothing. With VSCHED_REQ_WAIT it then waits for the

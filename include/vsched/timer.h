@@ -324,8 +324,7 @@ VSCHED_API int vsched_timer_service_dispatch(struct vsched_timer_service *s);
  * run() going: its posts to vCPUs outside the guest only set their
  * request bits; stop it to tear the service down. @return 0, VSCHED_EINVAL,
  * VSCHED_ESTATE (another run() is active, or a destroy: refused at
- * once), or the
- * negative errno of a failed epoll_pwait (not EINTR: a signal dispatches
+ * once), or the negative errno of a failed epoll_pwait (not EINTR: a signal dispatches
  * again) or of a dispatch (a deadline could not be programmed: an arm's
  * failure wakes run() to return it); the service is left as it was, and
  * a later run() or dispatch() may go on.
@@ -362,8 +361,9 @@ VSCHED_API int vsched_timer_service_stop(struct vsched_timer_service *s);
  * the host's kick callout of an expiry it posts; refused, nothing freed).
  * A run() that starts while this runs is refused with VSCHED_ESTATE.
  * States: no run() active, no dispatch in progress.
- * Context: not from an arm's caller holding an RCU read lock of liburcu-bp. Syscalls: the grace period's (liburcu-bp's
- * synchronize_rcu: membarrier, futex, sched_yield), close on its fds.
+ * Context: not from an arm's caller holding an RCU read lock of
+ * liburcu-bp. Syscalls: the grace period's (liburcu-bp's synchronize_rcu:
+ * membarrier, futex, sched_yield), close on its fds.
  */
 VSCHED_API int vsched_timer_service_destroy(struct vsched_timer_service *s);
 

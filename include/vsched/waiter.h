@@ -129,8 +129,8 @@ VSCHED_API int vsched_waiter_wait(struct vsched_waiter *w, uint64_t deadline_ns,
 /**
  * Wake the consumer if it sleeps: called after making the condition true,
  * it issues a full barrier, then a wakeup if the consumer armed "needs
- * kick". @return 1 when a wakeup was sent, 0 when none was
- * needed, VSCHED_EINVAL. Context: any thread.
+ * kick". @return 1 when a wakeup was sent, 0 when none was needed,
+ * VSCHED_EINVAL. Context: any thread.
  */
 VSCHED_API int vsched_waiter_kick(struct vsched_waiter *w);
 
