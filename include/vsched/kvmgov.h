@@ -85,10 +85,12 @@ struct vsched_kvm_gov;
  * How the governor reaches KVM (frozen layout, see version.h). NULL in the
  * config: the kernel (ioctl, pread, close). A test or a VMM with its own
  * KVM wrapper supplies its own; every member must be set. Each returns
- * what the syscall would, with a negative errno instead of -1. After
- * create() they run with the governor's lock held (in tick(), set_cap()
- * or the governor's thread): a call on the same governor from one of them
- * is refused with VSCHED_ESTATE (it would wait for that lock for ever).
+ * what the syscall would, with a negative errno instead of -1. In tick(),
+ * set_cap() and the governor's thread they run with the governor's lock
+ * held: a call on the same governor from one of them is refused with
+ * VSCHED_ESTATE (it would wait for that lock for ever); a call on another
+ * governor is not. `close` also runs inside destroy(), after which no
+ * call on the governor may be made.
  */
 struct vsched_kvm_gov_ops {
 	/** KVM_CHECK_EXTENSION(KVM_CAP_HALT_POLL) on the VM fd: > 0 supported. */

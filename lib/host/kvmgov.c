@@ -132,7 +132,10 @@ struct vsched_kvm_gov {
 /* The governor whose lock this thread holds, if any: the ops run under
  * it, and a call of theirs on the same governor would wait for ever for
  * the lock (session 25's misuse hunt: read_stats() from set_cap). Such a
- * call is refused with VSCHED_ESTATE instead (held_here()). */
+ * call is refused with VSCHED_ESTATE instead (held_here()). An op may
+ * call another governor: each lock saves the holder it replaces and each
+ * unlock puts it back (a review found one unlock's NULL reopening the
+ * hang). */
 static _Thread_local const struct vsched_kvm_gov *holder;
 
 static bool held_here(const struct vsched_kvm_gov *g)
@@ -142,21 +145,24 @@ static bool held_here(const struct vsched_kvm_gov *g)
 
 /* Take the lock in a caller's thread: announced, so that the ticking
  * thread, which may tick back to back, lets the caller in. */
-static void gov_lock(const struct vsched_kvm_gov *cg)
+static const struct vsched_kvm_gov *gov_lock(const struct vsched_kvm_gov *cg)
 {
 	struct vsched_kvm_gov *g = (struct vsched_kvm_gov *)cg;
+	const struct vsched_kvm_gov *prev = holder;
 
 	atomic_fetch_add(&g->pending, 1);
 	pthread_mutex_lock(&g->lock);
 	atomic_fetch_sub(&g->pending, 1);
 	holder = g;
+	return prev;
 }
 
-static void gov_unlock(const struct vsched_kvm_gov *cg)
+/* prev: what gov_lock() returned. */
+static void gov_unlock(const struct vsched_kvm_gov *cg, const struct vsched_kvm_gov *prev)
 {
 	struct vsched_kvm_gov *g = (struct vsched_kvm_gov *)cg;
 
-	holder = NULL;
+	holder = prev;
 	if (g->threaded)
 		pthread_cond_broadcast(&g->cond); /* the thread may wait for us */
 	pthread_mutex_unlock(&g->lock);
@@ -672,15 +678,17 @@ static int tick_locked(struct vsched_kvm_gov *g, uint64_t now)
 int vsched_kvm_gov_tick(struct vsched_kvm_gov *g, uint64_t now_ns)
 {
 	int rc;
+	const struct vsched_kvm_gov *prev;
 
 	if (!g || g->threaded)
 		return VSCHED_EINVAL;
 	if (held_here(g))
 		return VSCHED_ESTATE;
+	prev = holder;
 	pthread_mutex_lock(&g->lock);
 	holder = g;
 	rc = tick_locked(g, now_ns);
-	holder = NULL;
+	holder = prev;
 	pthread_mutex_unlock(&g->lock);
 	return rc;
 }
@@ -689,6 +697,7 @@ int vsched_kvm_gov_set_cap(struct vsched_kvm_gov *g, uint64_t max_ns,
 			   uint64_t now_ns)
 {
 	int rc;
+	const struct vsched_kvm_gov *prev;
 
 	if (!g)
 		return VSCHED_EINVAL;
@@ -696,9 +705,9 @@ int vsched_kvm_gov_set_cap(struct vsched_kvm_gov *g, uint64_t max_ns,
 		return VSCHED_ERANGE;
 	if (held_here(g))
 		return VSCHED_ESTATE;
-	gov_lock(g);
+	prev = gov_lock(g);
 	rc = apply_cap(g, max_ns, now_ns);
-	gov_unlock(g);
+	gov_unlock(g, prev);
 	return rc;
 }
 
@@ -914,9 +923,9 @@ int vsched_kvm_gov_destroy(struct vsched_kvm_gov *g)
 	if (held_here(g))
 		return VSCHED_ESTATE; /* from an op: it would free under the tick */
 	if (g->threaded) {
-		gov_lock(g);
+		const struct vsched_kvm_gov *prev = gov_lock(g);
 		g->stop = true;
-		gov_unlock(g); /* broadcasts */
+		gov_unlock(g, prev); /* broadcasts */
 		pthread_join(g->thread, NULL);
 	}
 	free_gov(g);
@@ -927,14 +936,15 @@ int vsched_kvm_gov_read_stats(const struct vsched_kvm_gov *g,
 			      struct vsched_kvm_gov_stats *out)
 {
 	int rc;
+	const struct vsched_kvm_gov *prev;
 
 	if (!g)
 		return VSCHED_EINVAL;
 	if (held_here(g))
 		return VSCHED_ESTATE;
-	gov_lock(g);
+	prev = gov_lock(g);
 	rc = vsched__struct_out(out, &g->st, sizeof(g->st));
-	gov_unlock(g);
+	gov_unlock(g, prev);
 	return rc;
 }
 

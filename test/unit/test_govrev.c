@@ -127,9 +127,12 @@ static void test_thread_short_interval(void **state)
  * the tick never returned, and with `thread` every later call and the
  * destroy (which joins the thread) hung too (session 25's misuse hunt).
  * Every call on the same governor from an op is now refused with
- * VSCHED_ESTATE; the op's own work goes on. */
+ * VSCHED_ESTATE; the op's own work goes on. A call on another governor
+ * first is answered, and must not undo the refusal (a review's reproducer:
+ * its unlock cleared the thread's holder, and the next call hung). */
 static struct vsched_kvm_gov *_Atomic reentry_gov; /* set after create */
-static int reentry_rc[5] = { 1, 1, 1, 1, 1 };
+static struct vsched_kvm_gov *other_gov;
+static int reentry_rc[6] = { 1, 1, 1, 1, 1, 1 };
 static atomic_int reentered;
 
 static int reentering_set(void *ctx, int vm_fd, uint64_t ns)
@@ -139,6 +142,7 @@ static int reentering_set(void *ctx, int vm_fd, uint64_t ns)
 	FILE *f = fopen("/dev/null", "w");
 
 	if (g && !atomic_load(&reentered)) {
+		reentry_rc[5] = vsched_kvm_gov_read_stats(other_gov, &st);
 		reentry_rc[0] = vsched_kvm_gov_read_stats(g, &st);
 		reentry_rc[1] = vsched_kvm_gov_set_cap(g, 1234, 0);
 		reentry_rc[2] = vsched_kvm_gov_tick(g, 0);
@@ -166,8 +170,10 @@ static void test_ops_cannot_reenter(void **state)
 
 		alarm(30); /* behind the bounded waits below */
 		vsched_poll_defaults(VSCHED_POLL_ADAPTIVE, 200000, &p);
+		struct fake_kvm *k2 = fake_new(FULL, 1);
+		assert_int_equal(gov_new(k2, 1, NULL, &other_gov), 0);
 		atomic_store(&reentered, 0);
-		for (int i = 0; i < 5; i++)
+		for (int i = 0; i < 6; i++)
 			reentry_rc[i] = 1;
 		struct vsched_kvm_gov *g;
 		atomic_store(&reentry_gov, NULL);
@@ -185,14 +191,28 @@ static void test_ops_cannot_reenter(void **state)
 		for (int i = 0; i < 5; i++) /* tick(): never with `thread` */
 			assert_int_equal(reentry_rc[i], i == 2 && threaded ? VSCHED_EINVAL
 									 : VSCHED_ESTATE);
+		assert_int_equal(reentry_rc[5], 0); /* the other governor answers */
+		if (!threaded) {
+			/* An op under set_cap() on the caller's own thread. */
+			for (int i = 0; i < 6; i++)
+				reentry_rc[i] = 1;
+			atomic_store(&reentered, 0);
+			assert_int_equal(vsched_kvm_gov_set_cap(g, 4321, 0), 0);
+			assert_int_equal(atomic_load(&reentered), 1);
+			for (int i = 0; i < 5; i++)
+				assert_int_equal(reentry_rc[i], VSCHED_ESTATE);
+			assert_int_equal(reentry_rc[5], 0);
+		}
 		/* The governor still answers, and goes. */
 		assert_true(gov_stats(g).cap_changes >= 1);
 		assert_int_equal(vsched_kvm_gov_set_cap(g, 777, 0), 0);
 		if (!threaded) /* the thread's next decision may move it */
 			assert_int_equal(k->cap, 777);
 		assert_int_equal(vsched_kvm_gov_destroy(g), 0);
+		assert_int_equal(vsched_kvm_gov_destroy(other_gov), 0);
 		alarm(0);
 		fake_free(k);
+		fake_free(k2);
 	}
 }
 

@@ -257,6 +257,40 @@ static void test_bug_service_destroy_from_dispatch(void **state)
 	assert_int_equal(vsched_vm_destroy(vm), 0);
 }
 
+/* The VM's destroy from the clock callback that a dispatch calls: refused
+ * while the dispatch runs (the service's `dispatching` count; no callout
+ * is running there, so nothing else would refuse it, and the dispatch
+ * would go on with a freed VM). */
+static atomic_int destroy_in_clock;
+static int clock_destroy_rc = 1;
+
+static uint64_t destroying_clock(void *ctx)
+{
+	struct timespec ts;
+	(void)ctx;
+	if (atomic_exchange(&destroy_in_clock, 0))
+		clock_destroy_rc = vsched_vm_destroy(kick_vm);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void test_vm_destroy_from_dispatch_clock(void **state)
+{
+	struct vsched_host_ops ops = { .now_ns = destroying_clock };
+	struct vsched_timer_service *svc;
+	(void)state;
+	struct vsched_vm *vm = kick_vm = make_vm(&ops, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	make_vcpu(vm, 0);
+	assert_int_equal(vsched_timer_service_create(vm, &svc), 0);
+	atomic_store(&destroy_in_clock, 1);
+	assert_true(vsched_timer_service_dispatch(svc) >= 0);
+	assert_int_equal(atomic_load(&destroy_in_clock), 0); /* it was called */
+	assert_int_equal(clock_destroy_rc, VSCHED_ESTATE);
+	assert_int_equal(vsched_timer_service_destroy(svc), 0);
+	assert_int_equal(vsched_vm_destroy(vm), 0);
+}
+
 /* ------------------------------------------------------------------ */
 /* Defect 4 (lib/timer.c vsched_timer_create()): a VSCHED_REQ_WAIT kind is
  * accepted as a timer's kind (PAYLOAD is refused). Every expiry then
@@ -894,6 +928,7 @@ int main(void)
 		cmocka_unit_test(test_bug_service_run_twice),
 		cmocka_unit_test(test_bug_service_destroy_while_running),
 		cmocka_unit_test(test_bug_service_destroy_from_dispatch),
+		cmocka_unit_test(test_vm_destroy_from_dispatch_clock),
 		cmocka_unit_test(test_bug_timer_wait_kind),
 		cmocka_unit_test(test_bug_adaptive_one_slow_read_stops_reads),
 		cmocka_unit_test(test_bug_past_arm_no_wakeup_kind_blocked),
