@@ -77,8 +77,10 @@
  * **The kick signal** is the VMM's choice (`signo`, SIGUSR1 by default,
  * QEMU's SIG_IPI). vsched installs no process-wide handler behind the
  * VMM's back: attach refuses a signal whose action is still the default or
- * ignore (VSCHED_ENOHANDLER). Install your own handler (without
- * SA_RESTART), or call vsched_kvm_signal_install(). The signal must be
+ * ignore, or whose handler is one-shot (SA_RESETHAND: the second kick
+ * would take the default action) (VSCHED_ENOHANDLER). Install your own
+ * handler (without SA_RESTART or SA_RESETHAND), or call
+ * vsched_kvm_signal_install(). The signal must be
  * deliverable while KVM_RUN runs: unblocked on the vCPU thread, or
  * unblocked for KVM_RUN by KVM_SET_SIGNAL_MASK as QEMU does.
  */
@@ -163,7 +165,8 @@ VSCHED_API int vsched_kvm_signal_install(int signo);
  * adapter is allocated with the VM's allocator.
  * @return 0, VSCHED_EINVAL (NULL, a negative vcpu_fd, bad size, bad
  * signal: as vsched_kvm_signal_install()), VSCHED_ENOHANDLER
- * (the signal has no handler) or VSCHED_ENOMEM.
+ * (the signal has no handler, or a one-shot SA_RESETHAND one) or
+ * VSCHED_ENOMEM.
  * Context: any thread, before the vCPU runs.
  */
 VSCHED_API int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,

@@ -122,6 +122,10 @@ static int check_handler(int signo)
 						  : (uintptr_t)old.sa_handler;
 	if (h == (uintptr_t)SIG_DFL || h == (uintptr_t)SIG_IGN)
 		return VSCHED_ENOHANDLER;
+	/* A one-shot handler (SA_RESETHAND) is the default action from the
+	 * second signal on: the second kick would end the process. */
+	if (old.sa_flags & SA_RESETHAND)
+		return VSCHED_ENOHANDLER;
 	return 0;
 }
 

@@ -179,6 +179,14 @@ static void test_signal_is_the_vmms(void **state)
 	assert_int_equal(sigaction(SIGUSR2, &sa, NULL), 0);
 	assert_int_equal(vsched_kvm_attach(f->v, f->fd, f->run, &k, &kv), VSCHED_ENOHANDLER);
 	assert_null(kv);
+	/* A one-shot handler: the first kick resets the action to the
+	 * default, and the second would end the process. */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = own_handler;
+	sa.sa_flags = SA_RESETHAND;
+	assert_int_equal(sigaction(SIGUSR2, &sa, NULL), 0);
+	assert_int_equal(vsched_kvm_attach(f->v, f->fd, f->run, &k, &kv), VSCHED_ENOHANDLER);
+	assert_null(kv);
 	assert_string_not_equal(vsched_strerror(VSCHED_ENOHANDLER), "unknown vsched error");
 	assert_true(vsched_is_own_error(VSCHED_ENOHANDLER));
 	assert_int_equal(vsched_kvm_signal_install(SIGKILL), VSCHED_EINVAL);
