@@ -277,8 +277,15 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 		rc = -errno;
 		goto undo;
 	}
-	rc = vsched__os_ctl(&s->os, EPOLL_CTL_ADD, fd, kind == BELL_EDGE ? events | EPOLLET : events,
-			    SLOT_USER + (unsigned)i);
+	/* A doorbell also hears EPOLLRDHUP: a socket shut for reading
+	 * (shutdown(SHUT_RD) of a datagram socket) is readable for ever
+	 * while each read finds nothing, without EPOLLHUP; that is a hang-up
+	 * (vsched__reported()), not a ring. */
+	if (bell)
+		events |= EPOLLRDHUP;
+	if (kind == BELL_EDGE)
+		events |= EPOLLET;
+	rc = vsched__os_ctl(&s->os, EPOLL_CTL_ADD, fd, events, SLOT_USER + (unsigned)i);
 	if (rc == -EEXIST)
 		rc = VSCHED_EEXIST;
 	else if (rc == -ENOSPC) /* the kernel's max_user_watches */
@@ -297,7 +304,7 @@ int vsched__sleeper_fd_add(struct vsched__sleeper *s, int fd, uint32_t events,
 		s->nlook--;
 	s->fd_of[i] = fd;
 	s->tag_of[i] = tag;
-	s->ev_of[i] = kind == BELL_EDGE ? events | EPOLLET : events;
+	s->ev_of[i] = events;
 	/* The number named another file: that file's registration may
 	 * outlive it (a dup), under this slot's data. A rebuild that fails
 	 * (out of fds or memory) leaves the set as it was: the new fd works,

@@ -157,13 +157,15 @@ bool vsched__os_is_eventfd(int fd)
 	return n == (ssize_t)sizeof(want) - 1 && !memcmp(link, want, sizeof(want) - 1);
 }
 
-/* A SOCK_DGRAM socket (asked only after a read of 0, never per ring). */
-static bool is_datagram(int fd)
+/* A socket that keeps message boundaries, SOCK_DGRAM or SOCK_SEQPACKET
+ * (asked only after a read of 0, never per ring). */
+static bool keeps_messages(int fd)
 {
 	int type;
 	socklen_t len = sizeof(type);
 
-	return !getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) && type == SOCK_DGRAM;
+	return !getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) &&
+	       (type == SOCK_DGRAM || type == SOCK_SEQPACKET);
 }
 
 bool vsched__os_drain_all(int fd)
@@ -177,10 +179,11 @@ bool vsched__os_drain_all(int fd)
 	for (int i = 0; i < 64; i++) {
 		ssize_t r = read(fd, v, sizeof(v));
 		/* End of file, or an error other than "empty": readable for
-		 * ever, it would ring at every sleep. A datagram socket has no
-		 * end of file: its read of 0 was a message of length 0, a ring
-		 * (consumed). */
-		if ((r == 0 && !is_datagram(fd)) ||
+		 * ever, it would ring at every sleep. On a socket that keeps
+		 * message boundaries a read of 0 was a message of length 0, a
+		 * ring (consumed); its end is EPOLLRDHUP, which the sleep
+		 * reports (lib/fds.c asks for it). */
+		if ((r == 0 && !keeps_messages(fd)) ||
 		    (r < 0 && errno != EAGAIN && errno != EINTR))
 			return false;
 		if (r < (ssize_t)sizeof(v))

@@ -214,13 +214,14 @@ static inline bool vsched__user_slot(const struct vsched__sleeper *s,
 	       s->fd_of[slot - SLOT_USER] >= 0;
 }
 /* A registered fd's event that its owner is told of (its tag in the
- * result): any event of a plain fd, and a doorbell's that hung up or is in
- * error (it would ring on: its owner fd_dels it). A doorbell's ring is
- * never reported. */
+ * result): any event of a plain fd, and a doorbell's that hung up (either
+ * side: EPOLLRDHUP, which fd_add asks for) or is in error (it would ring
+ * on: its owner fd_dels it). A doorbell's ring is never reported. */
 static inline bool vsched__reported(const struct vsched__sleeper *s,
 				    uint64_t slot, uint32_t events)
 {
-	return !s->bell_of[slot - SLOT_USER] || (events & (EPOLLHUP | EPOLLERR));
+	return !s->bell_of[slot - SLOT_USER] ||
+	       (events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP));
 }
 unsigned vsched__collect_ready(struct vsched__sleeper *s,
 			       struct vsched_block_result *res);

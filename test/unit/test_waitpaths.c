@@ -1164,6 +1164,101 @@ static void test_doorbell_read_by_reused_number(void **state)
 		fail_msg("vsched read %ld bytes of a file it never had", 12 - left);
 }
 
+/* --- 13. DEFECT: a datagram doorbell shut down for reading -------------
+ *
+ * shutdown(fd, SHUT_RD) is the usual way one thread stops another's
+ * reader. On a datagram socket (AF_UNIX SOCK_DGRAM, UDP) the kernel then
+ * reports EPOLLIN|EPOLLRDHUP for ever, without EPOLLHUP (that needs both
+ * directions shut), and every read() returns EAGAIN. lib/os.c
+ * vsched__os_drain_all() took the EAGAIN for an emptied ring, and
+ * vsched__reported() (lib/sleeper.h) looked only at EPOLLHUP|EPOLLERR:
+ * each sleep's epoll_pwait returned at once, for a ring that was not
+ * there, until the deadline (a 200 ms wait: 100% of a CPU, ~70,000
+ * spurious wakeups; an untimed wait with no other wake source never
+ * ended). The same on the vCPU path. Treating EAGAIN as a hang-up is no
+ * fix: it is a legitimate race on a shared doorbell
+ * (test_shared_doorbell). Root cause: lib/fds.c registered a read
+ * doorbell with EPOLLIN alone, and nothing looked at EPOLLRDHUP. Fix
+ * (session 27): a doorbell is registered with EPOLLIN|EPOLLRDHUP, and
+ * EPOLLRDHUP is a hang-up, reported with the tag as EPOLLHUP is. */
+static void test_datagram_doorbell_shut_for_reading(void **state)
+{
+	struct vsched_vm *vm = quiet_vm();
+	struct vsched_waiter *w;
+	struct vsched_vcpu *v = make_vcpu(vm, 0);
+	struct vsched_block_result res = { .size = sizeof(res) };
+	struct vsched_block_result vres = { .size = sizeof(vres) };
+	int sv[2], sw[2];
+	unsigned long wcalls, vcalls;
+	(void)state;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, sv), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, sw), 0);
+	w = waiter_with(vm, never, NULL, 0); /* quiet_vm()'s: no polling */
+	assert_int_equal(vsched_waiter_fd_add(w, sv[0], EPOLLIN | VSCHED_FD_DOORBELL, 5), 0);
+	assert_int_equal(vsched_vcpu_fd_add(v, sw[0], EPOLLIN | VSCHED_FD_DOORBELL, 6), 0);
+	assert_int_equal(shutdown(sv[0], SHUT_RD), 0);
+	assert_int_equal(shutdown(sw[0], SHUT_RD), 0);
+
+	epoll_calls = 0;
+	int rc = vsched_waiter_wait(w, mono() + WAIT_NS, &res);
+	wcalls = epoll_calls;
+	epoll_calls = 0;
+	int vrc = vsched_vcpu_block_ex(v, mono() + WAIT_NS, &vres);
+	vcalls = epoll_calls;
+	printf("datagram doorbell after SHUT_RD: waiter %d (%lu epoll_pwait), "
+	       "vCPU %d (%lu)\n", rc, wcalls, vrc, vcalls);
+	assert_int_equal(vsched_waiter_destroy(w), 0);
+	vsched_vm_destroy(vm);
+	for (int i = 0; i < 2; i++)
+		close(sv[i]), close(sw[i]);
+	if (wcalls > SPIN_BOUND || vcalls > SPIN_BOUND)
+		fail_msg("%lu and %lu epoll_pwait calls in one wait: a doorbell shut "
+			 "for reading rings for ever", wcalls, vcalls);
+	/* As a hung-up pipe is: reported, for its owner to fd_del it. */
+	assert_int_equal(rc, VSCHED_WAKE_FD);
+	assert_int_equal(res.nready_total, 1);
+	assert_int_equal(res.tags[0], 5);
+	assert_int_equal(vrc, VSCHED_WAKE_FD);
+	assert_int_equal(vres.nready_total, 1);
+	assert_int_equal(vres.tags[0], 6);
+}
+
+/* --- 14. DEFECT: an empty SOCK_SEQPACKET message taken for a hang-up ----
+ *
+ * Section 9's fix (b06e6e4) told a message of length 0 from end of file only on a
+ * SOCK_DGRAM socket (lib/os.c is_datagram()). A SOCK_SEQPACKET socket
+ * keeps message boundaries too: a read of 0 there is an empty message (a
+ * ring, consumed by the read), and its peer's close is EPOLLRDHUP|EPOLLHUP,
+ * reported by the sleep itself. The doorbell was reported as hung up
+ * (VSCHED_WAKE_FD with its tag) for a ring. Root cause: lib/os.c
+ * is_datagram() (SOCK_DGRAM only). Fix (session 27): a read of 0 ends a
+ * doorbell only on a socket type without message boundaries. */
+static void test_empty_seqpacket_rings(void **state)
+{
+	struct vsched_vm *vm = quiet_vm();
+	struct vsched_waiter *w;
+	struct vsched_block_result res = { .size = sizeof(res) };
+	int sv[2];
+	(void)state;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, sv), 0);
+	w = waiter_with(vm, never, NULL, 0);
+	assert_int_equal(vsched_waiter_fd_add(w, sv[0], EPOLLIN | VSCHED_FD_DOORBELL, 5), 0);
+	assert_int_equal(send(sv[1], "", 0, 0), 0);
+	int rc = vsched_waiter_wait(w, mono() + WAIT_NS, &res);
+	/* The peer's close, after: a hang-up, reported. */
+	close(sv[1]);
+	int rc1 = vsched_waiter_wait(w, mono() + WAIT_NS, &res);
+	printf("empty seqpacket message: %d; after the peer's close: %d\n", rc, rc1);
+	assert_int_equal(vsched_waiter_destroy(w), 0);
+	vsched_vm_destroy(vm);
+	close(sv[0]);
+	assert_int_equal(rc, VSCHED_WAKE_DEADLINE);
+	assert_int_equal(rc1, VSCHED_WAKE_FD);
+	assert_int_equal(res.tags[0], 5);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1184,6 +1279,8 @@ int main(void)
 		cmocka_unit_test(test_service_standing_clock),
 		cmocka_unit_test(test_read_cost_backwards),
 		cmocka_unit_test(test_doorbell_read_by_reused_number),
+		cmocka_unit_test(test_datagram_doorbell_shut_for_reading),
+		cmocka_unit_test(test_empty_seqpacket_rings),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
