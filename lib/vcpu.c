@@ -121,8 +121,24 @@ int vsched_vcpu_id(const struct vsched_vcpu *v)
 	return v ? (int)v->id : VSCHED_EINVAL;
 }
 
+/* A handler left the pass's state: it destroyed its vCPU, entered the
+ * guest, or entered and exited (a whole guest run, as vsched_kvm_run()
+ * makes: the word is OUTSIDE_GUEST again, but the committed-entry count
+ * the pass began with, `e0`, moved). One more load of the hot line the
+ * pass writes anyway. Returns the mode, IN_GUEST for an entry since made
+ * and closed. */
+static uint32_t after_handler(struct vsched_vcpu *v, uint64_t e0)
+{
+	uint32_t m = vsched__mode_of(atomic_load_explicit(&v->mode, memory_order_relaxed));
+
+	if (m == VSCHED_MODE_OUTSIDE_GUEST &&
+	    atomic_load_explicit(&v->entries, memory_order_relaxed) != e0)
+		return VSCHED_MODE_IN_GUEST;
+	return m;
+}
+
 static void deliver_payloads(struct vsched_vcpu *v, unsigned r,
-			     const struct vsched__kind *k)
+			     const struct vsched__kind *k, uint64_t e0)
 {
 	struct vsched__payload_queue *q = &v->queues[k->payload_slot];
 	unsigned m;
@@ -158,11 +174,11 @@ static void deliver_payloads(struct vsched_vcpu *v, unsigned r,
 		/* A handler that destroyed its vCPU or entered the guest ends
 		 * the pass here too (the service's check after each kind,
 		 * for each payload): destroyed, the drain handed the rest to
-		 * payload_drop; in the guest, the rest stays queued and the
-		 * bit this pass took is set again for the call after the
-		 * exit (a review found two more payloads delivered in guest
-		 * mode). */
-		m = vsched__mode_of(atomic_load_explicit(&v->mode, memory_order_relaxed));
+		 * payload_drop; in the guest (or back from it), the rest
+		 * stays queued and the bit this pass took is set again for
+		 * the call after the exit (a review found two more payloads
+		 * delivered in guest mode). */
+		m = after_handler(v, e0);
 		if (VSCHED__UNLIKELY(m != VSCHED_MODE_OUTSIDE_GUEST)) {
 			if (m != VSCHED_MODE_DESTROYED)
 				atomic_fetch_or_explicit(&v->pending, UINT64_C(1) << r,
@@ -183,12 +199,12 @@ int vsched_service(struct vsched_vcpu *v)
 
 /* A payload kind, or a timer's rank (its expiry may be stale). */
 static __attribute__((noinline)) void service_special(struct vsched_vcpu *v,
-						      unsigned r)
+						      unsigned r, uint64_t e0)
 {
 	const struct vsched__kind *k = &v->vm->table.by_rank[r];
 
 	if (k->payload_slot >= 0)
-		deliver_payloads(v, r, k);
+		deliver_payloads(v, r, k, e0);
 	else if (((v->timer_ranks >> r) & 1) && !vsched__timer_filter(v, r))
 		; /* a stale timer expiry, cancelled by its policy */
 	else if (k->handler)
@@ -199,7 +215,7 @@ static __attribute__((noinline)) void service_special(struct vsched_vcpu *v,
 int vsched__service_slow(struct vsched_vcpu *v)
 {
 	const struct vsched__disp *d;
-	uint64_t w;
+	uint64_t w, e0;
 	uint32_t m;
 	int n = 0;
 
@@ -223,6 +239,7 @@ int vsched__service_slow(struct vsched_vcpu *v)
 	if (VSCHED__UNLIKELY(atomic_load_explicit(&v->in_service, memory_order_relaxed)))
 		return VSCHED_ESTATE;
 	atomic_store_explicit(&v->in_service, true, memory_order_relaxed);
+	e0 = atomic_load_explicit(&v->entries, memory_order_relaxed);
 	d = v->vm->table.disp;
 	/* One pass in rank order: after servicing rank r, look only at ranks
 	 * above r. A handler that raises a later kind is serviced in this
@@ -238,7 +255,7 @@ int vsched__service_slow(struct vsched_vcpu *v)
 		vsched__count(&v->vs.serviced[r]);
 		n++;
 		if (VSCHED__UNLIKELY(k->special | ((v->timer_ranks >> r) & 1)))
-			service_special(v, r);
+			service_special(v, r, e0);
 		else if (k->handler)
 			k->handler(v, k->kind, NULL, k->arg);
 		/* A handler that destroyed its vCPU (hot-unplug) ends the
@@ -246,10 +263,10 @@ int vsched__service_slow(struct vsched_vcpu *v)
 		 * entered the guest (vsched_vcpu_enter() from a handler
 		 * returns 0: its inline fast path cannot know) ends it too,
 		 * refused after the fact: the later handlers would run in
-		 * guest mode. The word stays as the handler left it (the
-		 * caller exits), the later kinds pending. One load of the hot
-		 * line the pass writes anyway. */
-		m = vsched__mode_of(atomic_load_explicit(&v->mode, memory_order_relaxed));
+		 * guest mode. So does one that entered and exited (ran the
+		 * guest inside the pass). The word stays as the handler left
+		 * it (the caller exits), the later kinds pending. */
+		m = after_handler(v, e0);
 		if (VSCHED__UNLIKELY(m != VSCHED_MODE_OUTSIDE_GUEST)) {
 			if (m != VSCHED_MODE_DESTROYED)
 				n = VSCHED_ESTATE;

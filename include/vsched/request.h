@@ -104,16 +104,20 @@ struct vsched_payload {
  * timer's kind: a raise like any other, to be listed in `may_raise`.
  * Inside a handler, vsched_vcpu_block() works (a wait-in-request, as
  * arm64's KVM_REQ_SLEEP); what would break the pass is refused with
- * VSCHED_ESTATE: vsched_service() (a nested pass) and vsched_vm_destroy()
- * (destroy the VM once vsched_service() returned).
+ * VSCHED_ESTATE: vsched_service() with a request pending (a nested pass;
+ * with none pending, its inline fast path returns 0 and runs nothing) and
+ * vsched_vm_destroy() (destroy the VM once vsched_service() returned).
  * vsched_vcpu_destroy() of this vCPU (a hot-unplug request) ends the pass
  * after this handler. vsched_vcpu_enter() from a handler is cancelled
  * when a later kind is pending (the pass goes on); otherwise it returns 0
  * (its inline fast path cannot tell), and the pass then stops:
  * vsched_service() returns VSCHED_ESTATE, with the later kinds and the
- * kind's remaining payloads pending. A handler must return: one that
- * longjmps out leaves the pass marked, and the vCPU's service and its
- * VM's destroy are refused from then on. So, vsched_kvm_halt() from a
+ * kind's remaining payloads pending. So it does after a handler that
+ * entered and exited (ran the guest, as vsched_kvm_run() from a handler
+ * does): the pass knows it by the committed-entry count. A handler must
+ * return: one that longjmps out leaves the pass marked, and the vCPU's
+ * service and its VM's destroy are refused from then on. So,
+ * vsched_kvm_halt() from a
  * handler returns VSCHED_ESTATE when a request ends its block (it
  * services the request itself).
  */

@@ -437,7 +437,7 @@ static void test_post_does_not_kick_a_later_entry(void **state)
  * handler may call. Kinds: A (priority 1), B (5), C (6); B's handler does
  * what `handler_mode` says. Each test failed on 110ab0d. */
 enum { K_A = 1, K_B = 2, K_C = 3 };
-enum { H_NESTED, H_VM_DESTROY, H_UNPLUG_VM_DESTROY, H_ENTER, H_UNPLUG };
+enum { H_NESTED, H_VM_DESTROY, H_UNPLUG_VM_DESTROY, H_ENTER, H_UNPLUG, H_RUN, H_NESTED_IDLE };
 static unsigned handler_mode;
 static int handler_rc, handler_rc2;
 static struct vsched_vm *handler_vm;
@@ -472,6 +472,14 @@ static void b_misuses(struct vsched_vcpu *v, unsigned kind,
 		break;
 	case H_UNPLUG:
 		handler_rc = vsched_vcpu_destroy(v);
+		break;
+	case H_RUN: /* a whole guest run, as vsched_kvm_run() makes */
+		handler_rc = vsched_vcpu_enter(v);
+		if (handler_rc == 0)
+			handler_rc2 = vsched_vcpu_exit(v);
+		break;
+	case H_NESTED_IDLE: /* a nested pass with nothing pending */
+		handler_rc = vsched_service(v);
 		break;
 	}
 }
@@ -582,6 +590,49 @@ static void test_handler_enter_ends_pass(void **state)
 	vsched_vm_destroy(vm);
 }
 
+/* A handler that entered and exited (a whole guest run, as
+ * vsched_kvm_run() from a handler makes) left the word OUTSIDE_GUEST, and
+ * the pass went on and returned its count: the guest ran inside a
+ * request's handler with nothing refused (session 26's KVM adapter
+ * hunt, F10). Now the pass says VSCHED_ESTATE, by the committed-entry
+ * count it began with; C stays pending for the next call. Without the
+ * entry count in lib/vcpu.c after_handler() this returns 2. */
+static void test_handler_guest_run_ends_pass(void **state)
+{
+	struct vsched_vm *vm;
+	struct vsched_vcpu *v = abc_vcpu(&vm, H_RUN);
+	(void)state;
+
+	/* C pending behind B: the handler's entry is cancelled (no run). */
+	assert_int_equal(vsched_service(v), 2);
+	assert_int_equal(handler_rc, VSCHED_ENTRY_CANCELLED);
+
+	assert_int_equal(vsched_post(v, K_B), 0);
+	handler_mode = H_NESTED_IDLE;
+	/* A nested pass with nothing pending: its inline fast path returns
+	 * 0 and runs nothing (request.h); with C pending it is refused
+	 * (test_handler_nested_service_refused). */
+	assert_int_equal(vsched_service(v), 1);
+	assert_int_equal(handler_rc, 0);
+	assert_string_equal(order_log, "BCB");
+
+	assert_int_equal(vsched_post(v, K_B), 0);
+	assert_int_equal(vsched_post(v, K_A), 0);
+	handler_mode = H_RUN;
+	memset(order_log, 0, sizeof(order_log));
+	/* A before B, nothing after: B's handler runs the guest. */
+	assert_int_equal(vsched_service(v), VSCHED_ESTATE);
+	assert_int_equal(handler_rc, 0);
+	assert_int_equal(handler_rc2, 0);
+	assert_string_equal(order_log, "AB");
+	assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_OUTSIDE_GUEST);
+	assert_int_equal(vsched_post(v, K_C), 0);
+	handler_mode = H_RUN;
+	assert_int_equal(vsched_service(v), 1); /* C alone: nothing ran */
+	assert_string_equal(order_log, "ABC");
+	vsched_vm_destroy(vm);
+}
+
 /* The same from a payload handler: the pass went on delivering the
  * kind's other payloads in guest mode (a review of the fix: 3 handler
  * calls, 2 of them IN_GUEST). Now it ends after the payload whose handler
@@ -605,6 +656,37 @@ static struct vsched_vcpu *payload_vcpu(struct vsched_vm **vm, vsched_request_fn
 	declare(*vm, 0, "pl", 1, VSCHED_REQ_PAYLOAD, fn, NULL, 0);
 	assert_int_equal(vsched_request_finalize(*vm, 0), 0);
 	return make_vcpu(*vm, 0);
+}
+
+/* A payload handler that runs the guest (enter and exit) on the first
+ * of three: the pass went on with the other two, after a guest run inside
+ * it. Now it ends there, VSCHED_ESTATE, and the next call delivers them. */
+static void run_on_first_payload(struct vsched_vcpu *v, unsigned kind,
+				 struct vsched_payload *p, void *arg)
+{
+	(void)kind, (void)p, (void)arg;
+	if (payload_calls++ == 0 && (handler_rc = vsched_vcpu_enter(v)) == 0)
+		handler_rc2 = vsched_vcpu_exit(v);
+}
+
+static void test_payload_handler_run_ends_pass(void **state)
+{
+	struct vsched_payload p[3];
+	struct vsched_vm *vm;
+	struct vsched_vcpu *v = payload_vcpu(&vm, run_on_first_payload);
+	(void)state;
+
+	payload_calls = 0;
+	handler_rc = handler_rc2 = 12345;
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(vsched_post_payload(v, 0, &p[i]), 0);
+	assert_int_equal(vsched_service(v), VSCHED_ESTATE);
+	assert_int_equal(handler_rc, 0);
+	assert_int_equal(handler_rc2, 0);
+	assert_int_equal(payload_calls, 1);
+	assert_int_equal(vsched_service(v), 1);
+	assert_int_equal(payload_calls, 3);
+	vsched_vm_destroy(vm);
 }
 
 static void test_payload_handler_enter_ends_pass(void **state)
@@ -743,6 +825,8 @@ int main(void)
 		cmocka_unit_test(test_handler_vm_destroy_refused),
 		cmocka_unit_test(test_handler_unplug_ends_pass),
 		cmocka_unit_test(test_handler_enter_ends_pass),
+		cmocka_unit_test(test_handler_guest_run_ends_pass),
+		cmocka_unit_test(test_payload_handler_run_ends_pass),
 		cmocka_unit_test(test_payload_handler_enter_ends_pass),
 		cmocka_unit_test(test_payload_repost_of_last_refused),
 		cmocka_unit_test(test_vm_destroy_from_callback_refused),
