@@ -4,6 +4,7 @@
 
 #include "abi.h"
 #include "mode.h"
+#include "contract.h"
 
 #define VSCHED__DEFAULT_MAX_VCPUS 256
 #define VSCHED__LIMIT_MAX_VCPUS 4096
@@ -113,11 +114,15 @@ int vsched_vm_destroy(struct vsched_vm *vm)
 	 * write there. Nor while one is inside vsched_service() (a handler
 	 * calling this would free the vCPU under its own pass). A check,
 	 * not a lock (the contract forbids the race): it catches the VMM
-	 * that forgot to stop its vCPU threads. */
+	 * that forgot to stop its vCPU threads. Nor while one is in the
+	 * guest (IN_GUEST or EXITING_GUEST, as vsched_vcpu_destroy()
+	 * refuses): its thread's exit would write the freed word. */
 	for (unsigned i = 0; i < vm->max_vcpus; i++) {
 		struct vsched_vcpu *v = atomic_load(&vm->vcpus[i]);
 		if (v && (atomic_load_explicit(&v->sl.in_engine, memory_order_relaxed) ||
-			  atomic_load_explicit(&v->in_service, memory_order_relaxed)))
+			  atomic_load_explicit(&v->in_service, memory_order_relaxed) ||
+			  vsched__allowed(VSCHED__C_VCPU_DESTROY,
+					  atomic_load_explicit(&v->mode, memory_order_relaxed))))
 			return VSCHED_ESTATE;
 	}
 	/* A destroyed vCPU's pass too: a hot-unplug handler destroyed its

@@ -168,11 +168,13 @@ VSCHED_API int vsched_vm_create(const struct vsched_vm_config *cfg,
  * @return 0, VSCHED_EINVAL, or VSCHED_ESTATE (a waiter
  * created on the VM is not destroyed yet, its timer service's run() or a
  * dispatch is active, or a vCPU's thread is inside vsched_vcpu_block() or
- * vsched_service(), its own handler's call included, or a payload_drop
- * callback or a poster's kick or wake callback runs, the caller's own
- * included: refused, nothing freed).
+ * vsched_service(), its own handler's call included, or a vCPU is in the
+ * guest (between vsched_vcpu_enter() and vsched_vcpu_exit()), or a
+ * payload_drop callback or a poster's kick or wake callback runs, the
+ * caller's own included: refused, nothing freed).
  * States: no waiter, no timer service run() or dispatch active, no vCPU
- * thread inside a block or a service pass, no host callback running.
+ * in the guest or with its thread inside a block or a service pass, no
+ * host callback running.
  * Syscalls: close on the vCPUs' fds; with a timer service still attached,
  * those of vsched_timer_service_destroy().
  */

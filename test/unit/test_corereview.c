@@ -371,6 +371,36 @@ static void test_vm_destroy_with_vcpu_blocked(void **state)
 	assert_true(frees > 0);
 }
 
+/* vsched_vm_destroy() while a vCPU is in the guest (entered, not exited:
+ * its thread in KVM_RUN) returned 0 and freed the vCPU, and the thread's
+ * exit then wrote the freed mode word (session 26's KVM adapter hunt, F3;
+ * vsched_vcpu_destroy() refuses it). Refused now, nothing freed, in both
+ * guest modes; after the exit the VM goes. */
+static void test_vm_destroy_with_vcpu_in_guest(void **state)
+{
+	struct vsched_allocator al = { .alloc = plain_alloc, .free = count_free };
+	struct vsched_vm_config cfg = { .size = sizeof(cfg), .alloc = &al };
+	struct vsched_vm *vm = NULL;
+	struct vsched_vcpu *v;
+	(void)state;
+
+	assert_int_equal(vsched_vm_create(&cfg, &vm), 0);
+	declare(vm, 1, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	v = make_vcpu(vm, 0);
+	assert_int_equal(vsched_vcpu_enter(v), 0);
+	frees = 0;
+	assert_int_equal(vsched_vm_destroy(vm), VSCHED_ESTATE);
+	/* A post to a vCPU in the guest makes it EXITING_GUEST (kicked). */
+	assert_int_equal(vsched_post(v, 1), 0);
+	assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_EXITING_GUEST);
+	assert_int_equal(vsched_vm_destroy(vm), VSCHED_ESTATE);
+	assert_int_equal(frees, 0);
+	assert_int_equal(vsched_vcpu_exit(v), 0);
+	assert_int_equal(vsched_vm_destroy(vm), 0);
+	assert_true(frees > 0);
+}
+
 /* ------------------------------------------------------------------ */
 /* DEFECT 3 (fixed in 3ce33ab): a post that read IN_GUEST
  * kicks whatever entry the vCPU is in when its CAS runs. The kick decision
@@ -817,6 +847,7 @@ int main(void)
 		cmocka_unit_test(test_duplicate_kind_name_refused),
 		cmocka_unit_test(test_vm_destroy_with_live_waiter),
 		cmocka_unit_test(test_vm_destroy_with_vcpu_blocked),
+		cmocka_unit_test(test_vm_destroy_with_vcpu_in_guest),
 		cmocka_unit_test(test_blocking_hook_cannot_enter_or_service),
 		cmocka_unit_test(test_unblocking_hook_cannot_enter),
 		cmocka_unit_test(test_set_poll_from_own_hooks_and_handlers),
