@@ -149,8 +149,10 @@ struct vsched_kvm_stats {
  * Install a kick signal handler that does nothing (no SA_RESTART) for
  * `signo`, process-wide, for a VMM that has none of its own for its kick
  * signal. Replaces whatever handler `signo` had. @return 0,
- * VSCHED_EINVAL (bad signal: not 1..NSIG-1, or SIGKILL, SIGSTOP, a fault signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE),
- * SIGTRAP or SIGSYS) or a negative errno from sigaction.
+ * VSCHED_EINVAL (bad signal: not 1..NSIG-1, or SIGKILL, SIGSTOP, a fault
+ * signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE), SIGTRAP, SIGSYS, or one the
+ * process is sent with a meaning: SIGABRT, SIGXCPU, SIGXFSZ) or a negative
+ * errno from sigaction.
  * Context: any thread, before attach.
  */
 VSCHED_API int vsched_kvm_signal_install(int signo);
@@ -162,11 +164,15 @@ VSCHED_API int vsched_kvm_signal_install(int signo);
  * setup thread. It signals it by kernel thread id (tgkill): a kick that
  * comes late, after that thread ended, fails with nothing signalled, so a
  * thread that ran the vCPU may be joined while the vCPU lives on. The
- * adapter is allocated with the VM's allocator.
+ * adapter is allocated with the VM's allocator. One adapter per vCPU: a
+ * second attach of the same vCPU is not detected, and its kicks would
+ * signal the wrong thread.
  * @return 0, VSCHED_EINVAL (NULL, a negative vcpu_fd, bad size, bad
  * signal: as vsched_kvm_signal_install()), VSCHED_ENOHANDLER
- * (the signal has no handler, or a one-shot SA_RESETHAND one) or
- * VSCHED_ENOMEM.
+ * (the signal has no handler, or a one-shot SA_RESETHAND one),
+ * VSCHED_EDESTROYED (the vCPU is destroyed), VSCHED_ESTATE (the vCPU is
+ * in the guest or its thread inside vsched_vcpu_block()) or VSCHED_ENOMEM.
+ * States: the vCPU OUTSIDE_GUEST.
  * Context: any thread, before the vCPU runs.
  */
 VSCHED_API int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
@@ -182,7 +188,11 @@ VSCHED_API int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
  * id: one sent after its thread ended finds no thread.) vsched_vm_destroy()
  * destroys the vCPU too: detaching after it is valid (the adapter keeps its
  * own copy of the VM's allocator, whose functions and ctx must still work).
- * @return 0 or VSCHED_EINVAL. Context: any thread, after that destroy.
+ * @return 0, VSCHED_EINVAL, or VSCHED_ESTATE (the vCPU's thread is between
+ * vsched_kvm_pre_run() and its vsched_kvm_post_run(), or inside
+ * vsched_kvm_halt(), a request handler's call included: refused, nothing
+ * freed). States: no pre_run without its post_run, no halt running.
+ * Context: any thread, after that destroy.
  */
 VSCHED_API int vsched_kvm_detach(struct vsched_kvm_vcpu *kv);
 
@@ -201,9 +211,11 @@ VSCHED_API int vsched_kvm_kick(struct vsched_kvm_vcpu *kv);
  * barrier, re-checks requests).
  * @return 0: issue KVM_RUN now, then call vsched_kvm_post_run();
  * VSCHED_KVM_CANCELLED: a request came at commit, do not run, call again;
- * VSCHED_ESTATE after a 0 with no post_run yet; or a negative error (then
- * no post_run). States: between entries (every pre_run that returned 0
- * followed by its post_run). Context: the vCPU's own thread.
+ * VSCHED_ESTATE after a 0 with no post_run yet, or from a request handler
+ * that pre_run's or vsched_kvm_halt()'s service runs; or a negative error
+ * (then no post_run). States: between entries (every pre_run that
+ * returned 0 followed by its post_run), outside a halt.
+ * Context: the vCPU's own thread.
  */
 VSCHED_API int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv);
 
@@ -216,7 +228,8 @@ VSCHED_API int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv);
  * vsched_kvm_halt()), VSCHED_KVM_KICKED for -EINTR, `run_ret` for another
  * error, VSCHED_ESTATE without a successful pre_run, or VSCHED_EINVAL (NULL,
  * or a `run_ret` that is neither 0 nor a negative errno, -4095..-1: the
- * entry stays open).
+ * entry stays open; or an exit reason of 0x10000 or more, which no KVM
+ * gives: `run` is not the vCPU's kvm_run mapping; the entry is closed).
  * States: after a pre_run that returned 0.
  * Context: the vCPU's own thread, right after KVM_RUN.
  */
@@ -271,9 +284,12 @@ VSCHED_API bool vsched_kvm_irq_owed(const struct vsched_kvm_vcpu *kv);
  * requests until one is, until a wake source other than a request fires, or
  * until
  * `deadline_ns` (VSCHED_DEADLINE_NONE: none) passes.
+ * The `halts` counter counts a halt once it is handled: skipped, or once
+ * its first block ran (not one the block refused).
  * @return enum vsched_wake_reason of the last wakeup (0 when nothing was
  * blocked on), VSCHED_ESTATE between a successful vsched_kvm_pre_run()
- * and its vsched_kvm_post_run(), or a negative error.
+ * and its vsched_kvm_post_run() or from a request handler that pre_run's
+ * or a halt's service runs, or a negative error.
  * States: between entries, as vsched_kvm_pre_run().
  * Context: the vCPU's own thread.
  */

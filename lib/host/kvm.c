@@ -49,11 +49,17 @@ struct vsched_kvm_vcpu {
 	 * ready_for_interrupt_injection is stale until then, and a second
 	 * KVM_INTERRUPT would replace the first (a lost interrupt). */
 	bool injected;
-	/* Between vsched_kvm_pre_run() returning 0 and vsched_kvm_post_run():
-	 * IN_GUEST as far as vsched knows. */
-	bool in_run;
+	/* What the vCPU thread is doing with the adapter: BUSY_RUN between
+	 * vsched_kvm_pre_run()'s start and vsched_kvm_post_run() (IN_GUEST
+	 * as far as vsched knows, once pre_run returned 0), BUSY_HALT inside
+	 * vsched_kvm_halt(). Stored by the vCPU thread only; detach, on any
+	 * thread, refuses an adapter in use rather than free it under its
+	 * thread (a check, not a lock: the contract orders them). */
+	_Atomic unsigned char busy;
 	struct vsched_kvm_stats st;
 };
+
+enum { IDLE, BUSY_RUN, BUSY_HALT };
 
 /* One counter of kv->st, from the vCPU thread, its only writer: a whole
  * store that vsched_kvm_read_stats() may load on another thread (no locked
@@ -65,14 +71,32 @@ static void count(uint64_t *c)
 }
 
 /* The calling thread's kernel id, cached per thread: pre_run runs at
- * every entry, and gettid is a syscall. */
+ * every entry, and gettid is a syscall. A fork's child is the forking
+ * thread's copy, cache included, under a new id: the child handler,
+ * registered before the first id is cached, forgets it (else the child's
+ * kicks went to the parent's id: tgkill found no such thread, and a vCPU
+ * in KVM_RUN was never kicked). */
+static __thread pid_t cached_tid;
+
+static void forget_tid(void)
+{
+	cached_tid = 0;
+}
+
+static void register_forget(void)
+{
+	(void)pthread_atfork(NULL, NULL, forget_tid);
+}
+
 static pid_t self_tid(void)
 {
-	static __thread pid_t tid;
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-	if (!tid)
-		tid = (pid_t)syscall(SYS_gettid);
-	return tid;
+	if (!cached_tid) {
+		(void)pthread_once(&once, register_forget);
+		cached_tid = (pid_t)syscall(SYS_gettid);
+	}
+	return cached_tid;
 }
 
 static void kick_handler(int sig)
@@ -83,12 +107,16 @@ static void kick_handler(int sig)
 /* A signal that can be the kick: not 0, SIGKILL or SIGSTOP (no handler),
  * nor a fault signal (an empty handler that returns turns every later
  * fault into an endless re-fault; a VMM's own handler of one is its crash
- * handler), nor SIGTRAP or SIGSYS (a debugger's, seccomp's). */
+ * handler), nor SIGTRAP or SIGSYS (a debugger's, seccomp's), nor one the
+ * process itself is sent with a meaning: SIGABRT (abort()), SIGXCPU and
+ * SIGXFSZ (its CPU and file size limits; with the kick's empty handler a
+ * limit would pass unnoticed). */
 static bool kick_signo_ok(int signo)
 {
 	switch (signo) {
 	case SIGKILL: case SIGSTOP: case SIGSEGV: case SIGBUS: case SIGILL:
-	case SIGFPE: case SIGTRAP: case SIGSYS:
+	case SIGFPE: case SIGTRAP: case SIGSYS: case SIGABRT: case SIGXCPU:
+	case SIGXFSZ:
 		return false;
 	default:
 		return signo > 0 && signo < NSIG;
@@ -151,6 +179,14 @@ int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
 	rc = check_handler(signo);
 	if (rc)
 		return rc;
+	/* Before the vCPU runs (kvm.h): a destroyed vCPU has nothing to run,
+	 * and one in the guest or inside vsched_vcpu_block() is its thread's
+	 * (the kick would go to the attaching thread). */
+	rc = vsched_vcpu_mode(vcpu);
+	if (rc == VSCHED_MODE_DESTROYED)
+		return VSCHED_EDESTROYED;
+	if (rc != VSCHED_MODE_OUTSIDE_GUEST)
+		return rc < 0 ? rc : VSCHED_ESTATE;
 	a = vsched_vm_allocator(vsched_vcpu_vm(vcpu));
 	if (!a)
 		return VSCHED_EINVAL;
@@ -158,6 +194,7 @@ int vsched_kvm_attach(struct vsched_vcpu *vcpu, int vcpu_fd,
 	if (!kv)
 		return VSCHED_ENOMEM;
 	memset(kv, 0, sizeof(*kv));
+	atomic_init(&kv->busy, IDLE);
 	kv->vcpu = vcpu;
 	kv->alloc = *a;
 	kv->run = run;
@@ -177,6 +214,10 @@ int vsched_kvm_detach(struct vsched_kvm_vcpu *kv)
 
 	if (!kv)
 		return VSCHED_EINVAL;
+	/* Its thread is between pre_run and post_run, or in a halt: freed,
+	 * the adapter would be written by that thread's next step. */
+	if (atomic_load_explicit(&kv->busy, memory_order_acquire) != IDLE)
+		return VSCHED_ESTATE;
 	a = kv->alloc; /* not read from the memory being freed */
 	a.free(kv, sizeof(*kv), a.ctx);
 	return 0;
@@ -292,14 +333,14 @@ int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv)
 
 	if (!kv)
 		return VSCHED_EINVAL;
-	if (kv->in_run)
-		return VSCHED_ESTATE;
+	if (atomic_load_explicit(&kv->busy, memory_order_relaxed) != IDLE)
+		return VSCHED_ESTATE; /* an entry open, or a halt's handler */
+	atomic_store_explicit(&kv->busy, BUSY_RUN, memory_order_relaxed);
 	rc = vsched_service(kv->vcpu);
+	if (rc >= 0)
+		rc = inject(kv);
 	if (rc < 0)
-		return rc;
-	rc = inject(kv);
-	if (rc < 0)
-		return rc;
+		goto idle;
 	/* Clear before the commit publishes IN_GUEST: a kicker that sees
 	 * IN_GUEST stores 1 after this (test/model/kvm.pml, CLEAR_LATE). */
 	__atomic_store_n(&kv->run->immediate_exit, 0, __ATOMIC_RELAXED);
@@ -308,33 +349,44 @@ int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv)
 	__atomic_store_n(&kv->tid, self_tid(), __ATOMIC_RELAXED);
 	rc = vsched_vcpu_enter(kv->vcpu);
 	if (rc == VSCHED_ENTRY_CANCELLED)
-		return VSCHED_KVM_CANCELLED;
-	if (rc < 0)
-		return rc;
+		rc = VSCHED_KVM_CANCELLED;
+	if (rc != 0)
+		goto idle;
 	kv->nmi_owed = false; /* KVM delivers it at this entry */
-	kv->in_run = true;
 	count(&kv->st.runs);
-	return 0;
+	return 0; /* BUSY_RUN until post_run */
+idle:
+	/* Release: a detach that sees IDLE sees this thread done with it. */
+	atomic_store_explicit(&kv->busy, IDLE, memory_order_release);
+	return rc;
 }
 
 int vsched_kvm_post_run(struct vsched_kvm_vcpu *kv, int run_ret)
 {
 	/* KVM_RUN gives 0 or -1 with an errno (1..4095): anything else is
 	 * not its result, and is refused before the entry is closed. */
+	uint32_t reason;
+
 	if (!kv || run_ret > 0 || run_ret < -4095)
 		return VSCHED_EINVAL;
-	if (!kv->in_run)
+	if (atomic_load_explicit(&kv->busy, memory_order_relaxed) != BUSY_RUN)
 		return VSCHED_ESTATE;
-	kv->in_run = false;
 	kv->injected = false; /* kvm_run's injection fields are fresh again */
 	vsched_vcpu_exit(kv->vcpu);
-	if (run_ret == -EINTR) {
+	if (run_ret == -EINTR)
 		count(&kv->st.kicked_exits);
+	reason = kv->run->exit_reason;
+	atomic_store_explicit(&kv->busy, IDLE, memory_order_release);
+	if (run_ret == -EINTR)
 		return VSCHED_KVM_KICKED;
-	}
 	if (run_ret < 0)
 		return run_ret;
-	return (int)kv->run->exit_reason;
+	/* KVM's exit reasons are small numbers: one at or above the
+	 * adapter's own results would be taken for them (or, above INT_MAX,
+	 * for an errno). `run` is not the vCPU's kvm_run mapping. */
+	if (reason >= VSCHED_KVM_KICKED)
+		return VSCHED_EINVAL;
+	return (int)reason;
 }
 
 int vsched_kvm_run(struct vsched_kvm_vcpu *kv)
@@ -349,37 +401,49 @@ int vsched_kvm_run(struct vsched_kvm_vcpu *kv)
 
 int vsched_kvm_halt(struct vsched_kvm_vcpu *kv, uint64_t deadline_ns)
 {
-	int reason = 0;
+	int reason = 0, rc;
 
 	if (!kv)
 		return VSCHED_EINVAL;
 	/* Between pre_run and post_run the vCPU is IN_GUEST: KVM_RUN has not
-	 * returned, so there is no halt to handle (and nothing is counted). */
-	if (kv->in_run)
+	 * returned, so there is no halt to handle (and nothing is counted);
+	 * nor inside a halt (from a request handler of its service). */
+	if (atomic_load_explicit(&kv->busy, memory_order_relaxed) != IDLE)
 		return VSCHED_ESTATE;
-	count(&kv->st.halts);
+	atomic_store_explicit(&kv->busy, BUSY_HALT, memory_order_relaxed);
 	if (vsched_kvm_irq_owed(kv)) {
 		/* Owed from an earlier service (the guest had IF=0): the
 		 * guest must not sleep on it. */
+		count(&kv->st.halts);
 		count(&kv->st.halts_skipped);
-		return 0;
+		goto out;
 	}
-	for (;;) {
-		int rc = vsched_vcpu_block(kv->vcpu, deadline_ns);
-
-		if (rc < 0)
-			return rc;
+	for (bool counted = false;;) {
+		rc = vsched_vcpu_block(kv->vcpu, deadline_ns);
+		if (rc < 0) {
+			reason = rc; /* refused: counted only once handled */
+			goto out;
+		}
+		if (!counted) {
+			count(&kv->st.halts);
+			counted = true;
+		}
 		reason = rc;
 		if (rc == VSCHED_WAKE_DEADLINE)
 			vsched_vcpu_fire_timers(kv->vcpu);
 		rc = vsched_service(kv->vcpu);
-		if (rc < 0)
-			return rc;
+		if (rc < 0) {
+			reason = rc;
+			goto out;
+		}
 		if (vsched_kvm_irq_owed(kv) || reason == VSCHED_WAKE_DEADLINE ||
 		    reason == VSCHED_WAKE_SIGNAL || reason == VSCHED_WAKE_FD ||
 		    reason == VSCHED_WAKE_EVENT)
-			return reason;
+			goto out;
 	}
+out:
+	atomic_store_explicit(&kv->busy, IDLE, memory_order_release);
+	return reason;
 }
 
 int vsched_kvm_read_stats(const struct vsched_kvm_vcpu *kv,

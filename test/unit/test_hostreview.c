@@ -3,7 +3,8 @@
  * Reproducers of the defects an adversarial review of the host adapter
  * (libvsched-kvm), the statistics and the arch profiles found
  * (2026-12-02). Each test names its defect; each failed on 291e993 and
- * passes with the fix in 3ce33ab.
+ * passes with the fix in 3ce33ab. The last section is session 26's misuse
+ * hunt on the adapter: each of its tests failed on 3643e24.
  * No /dev/kvm is needed: as in test_kvm.c, the vCPU fd is /dev/null (every
  * KVM ioctl fails with ENOTTY) and kvm_run is plain memory.
  */
@@ -738,6 +739,266 @@ static void test_kvm_late_kick_hits_a_reused_pthread(void **state)
 	 * ran the vCPU. */
 	assert_false(atomic_load(&r1_b_pending));
 }
+
+/* ---- session 26's misuse hunt on the adapter (fixed in session 27) ---- */
+
+/*
+ * DEFECT F1: vsched_kvm_detach() between vsched_kvm_pre_run() and its
+ * vsched_kvm_post_run() (KVM_RUN not yet returned) returned 0 and freed
+ * the adapter, which post_run then read and wrote. F8: a halt its block
+ * refused (a destroyed vCPU) still counted in `halts`. F9: post_run passed
+ * on any exit reason, one of 0x10000 or more too, which the caller takes
+ * for VSCHED_KVM_KICKED or (above INT_MAX) an errno.
+ */
+static void test_kvm_detach_in_run_refused(void **state)
+{
+	struct vsched_kvm_stats st = { .size = sizeof(st) };
+	struct kfix f;
+
+	(void)state;
+	kfix_up(&f, false);
+	assert_int_equal(vsched_kvm_pre_run(f.kv), 0);
+	assert_int_equal(vsched_kvm_detach(f.kv), VSCHED_ESTATE);
+	f.run->exit_reason = VSCHED_KVM_KICKED;
+	assert_int_equal(vsched_kvm_post_run(f.kv, 0), VSCHED_EINVAL);
+	assert_int_equal(vsched_vcpu_mode(f.v), VSCHED_MODE_OUTSIDE_GUEST);
+	assert_int_equal(vsched_kvm_pre_run(f.kv), 0);
+	f.run->exit_reason = 0xffffffffu;
+	assert_int_equal(vsched_kvm_post_run(f.kv, 0), VSCHED_EINVAL);
+	f.run->exit_reason = KVM_EXIT_HLT;
+	assert_int_equal(vsched_kvm_pre_run(f.kv), 0);
+	assert_int_equal(vsched_kvm_post_run(f.kv, 0), KVM_EXIT_HLT);
+	/* F8: the block refuses a destroyed vCPU: no halt handled. */
+	assert_int_equal(vsched_vcpu_destroy(f.v), 0);
+	assert_int_equal(vsched_kvm_halt(f.kv, VSCHED_DEADLINE_NONE), VSCHED_EDESTROYED);
+	assert_int_equal(vsched_kvm_read_stats(f.kv, &st), 0);
+	assert_int_equal(st.halts, 0);
+	assert_int_equal(vsched_kvm_detach(f.kv), 0);
+	vsched_vm_destroy(f.vm);
+	close(f.fd);
+	free(f.run);
+}
+
+/*
+ * DEFECT F2: vsched_kvm_detach() from another thread while the vCPU's
+ * thread sleeps in vsched_kvm_halt() returned 0 and freed the adapter;
+ * the halt's wakeup then read it (irq_owed) and counted in it. Refused
+ * now, nothing freed; the halt ends as it would have.
+ */
+struct f2_halt {
+	struct vsched_kvm_vcpu *kv;
+	_Atomic int rc;
+};
+
+static void *f2_halter(void *arg)
+{
+	struct f2_halt *h = arg;
+
+	atomic_store(&h->rc, vsched_kvm_halt(h->kv, VSCHED_DEADLINE_NONE));
+	return NULL;
+}
+
+static void f2_queue(struct vsched_vcpu *v, unsigned k, struct vsched_payload *p,
+		     void *arg)
+{
+	(void)v, (void)k, (void)p;
+	assert_int_equal(vsched_kvm_queue_irq(*(struct vsched_kvm_vcpu **)arg, 0x40), 0);
+}
+
+static void test_kvm_detach_in_halt_refused(void **state)
+{
+	struct vsched_vm *vm;
+	struct vsched_vcpu *v;
+	struct vsched_kvm_vcpu *kv;
+	struct kvm_run *run = calloc(1, 4096);
+	struct f2_halt h = { .rc = 12345 };
+	pthread_t t;
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC), m;
+
+	(void)state;
+	assert_non_null(run);
+	assert_true(fd >= 0);
+	vm = make_vm(NULL, 0);
+	declare(vm, 3, "ipi", 1, 0, f2_queue, &kv, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	v = make_vcpu(vm, 0);
+	assert_int_equal(vsched_kvm_signal_install(SIGUSR1), 0);
+	assert_int_equal(vsched_kvm_attach(v, fd, run, NULL, &kv), 0);
+	h.kv = kv;
+	assert_int_equal(pthread_create(&t, NULL, f2_halter, &h), 0);
+	do { /* inside the halt's block: polling, then asleep */
+		sched_yield();
+		m = vsched_vcpu_mode(v);
+	} while (m != VSCHED_MODE_POLLING && m != VSCHED_MODE_BLOCKED);
+	assert_int_equal(vsched_kvm_detach(kv), VSCHED_ESTATE);
+	assert_int_equal(vsched_post(v, 3), 0); /* the IPI ends the halt */
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(atomic_load(&h.rc), VSCHED_WAKE_REQUEST);
+	assert_int_equal(vsched_vcpu_destroy(v), 0);
+	assert_int_equal(vsched_kvm_detach(kv), 0);
+	vsched_vm_destroy(vm);
+	close(fd);
+	free(run);
+}
+
+/*
+ * DEFECT F4: vsched_kvm_attach() looked at no state of the vCPU: it
+ * attached a destroyed vCPU (nothing will run it) and one in the guest
+ * (its kicks then went to the attaching thread), returning 0. Now
+ * VSCHED_EDESTROYED and VSCHED_ESTATE, nothing allocated. (A second
+ * attach of a vCPU in the right state is not detected: kvm.h.)
+ */
+static void test_kvm_attach_checks_the_vcpu(void **state)
+{
+	struct vsched_kvm_vcpu *kv = NULL;
+	struct kfix f;
+
+	(void)state;
+	kfix_up(&f, false);
+	assert_int_equal(vsched_kvm_pre_run(f.kv), 0);
+	assert_int_equal(vsched_kvm_attach(f.v, f.fd, f.run, NULL, &kv), VSCHED_ESTATE);
+	assert_null(kv);
+	assert_int_equal(vsched_kvm_post_run(f.kv, -EINTR), VSCHED_KVM_KICKED);
+	assert_int_equal(vsched_vcpu_destroy(f.v), 0);
+	assert_int_equal(vsched_kvm_attach(f.v, f.fd, f.run, NULL, &kv), VSCHED_EDESTROYED);
+	assert_null(kv);
+	assert_int_equal(vsched_kvm_detach(f.kv), 0);
+	vsched_vm_destroy(f.vm);
+	close(f.fd);
+	free(f.run);
+}
+
+/*
+ * DEFECT F6: SIGABRT, SIGXCPU and SIGXFSZ were accepted as the kick
+ * signal: vsched_kvm_signal_install() gave abort()'s signal and the
+ * resource-limit signals an empty handler (a CPU or file size limit then
+ * passes unnoticed). Refused now as the fault signals are (H10).
+ */
+static void test_kvm_meaningful_signal_refused(void **state)
+{
+	static const int sigs[] = { SIGABRT, SIGXCPU, SIGXFSZ };
+	struct sigaction before, after;
+	struct kfix f;
+
+	(void)state;
+	kfix_up(&f, false);
+	for (unsigned i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct vsched_kvm_config c = { .size = sizeof(c), .signo = sigs[i] };
+		struct vsched_kvm_vcpu *kv = NULL;
+		int rc;
+
+		assert_int_equal(sigaction(sigs[i], NULL, &before), 0);
+		rc = vsched_kvm_signal_install(sigs[i]);
+		assert_int_equal(sigaction(sigs[i], NULL, &after), 0);
+		sigaction(sigs[i], &before, NULL);
+		assert_int_equal(rc, VSCHED_EINVAL);
+		assert_true(after.sa_handler == before.sa_handler);
+		assert_int_equal(vsched_kvm_attach(f.v, f.fd, f.run, &c, &kv), VSCHED_EINVAL);
+		assert_null(kv);
+	}
+	kfix_down(&f);
+}
+
+/*
+ * DEFECT F7: the thread id the kick signals was cached per thread and
+ * survived fork(): in the child, the forking thread's copy attached and
+ * ran with the parent's id, and every kick's tgkill(child pid, parent's
+ * id) found no thread: a vCPU in KVM_RUN was never kicked. The child
+ * here attaches on the thread that forked (its parent attached first, so
+ * the id was cached) and kicks itself: the kick must arrive.
+ */
+static _Atomic int f7_got;
+
+static void f7_handler(int sig)
+{
+	(void)sig;
+	atomic_store(&f7_got, 1);
+}
+
+static void test_kvm_kick_after_fork(void **state)
+{
+	struct kfix f;
+	pid_t pid;
+	int status;
+
+	(void)state;
+	kfix_up(&f, false); /* caches this thread's id */
+	assert_int_equal(vsched_kvm_pre_run(f.kv), 0);
+	assert_int_equal(vsched_kvm_post_run(f.kv, -EINTR), VSCHED_KVM_KICKED);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct sigaction sa = { .sa_handler = f7_handler };
+		struct vsched_kvm_config c = { .size = sizeof(c), .signo = SIGUSR2 };
+		struct vsched_vm *vm = make_vm(NULL, 0);
+		struct vsched_vcpu *v;
+		struct vsched_kvm_vcpu *kv;
+
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGUSR2, &sa, NULL);
+		declare(vm, 3, "ipi", 1, 0, count, NULL, 0);
+		if (vsched_request_finalize(vm, 0) ||
+		    vsched_vcpu_create(vm, 0, NULL, &v) ||
+		    vsched_kvm_attach(v, f.fd, f.run, &c, &kv))
+			_exit(2);
+		vsched_kvm_kick(kv); /* tgkill to this thread: delivered now */
+		_exit(atomic_load(&f7_got) ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	kfix_down(&f);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/*
+ * DEFECT F10 (adapter side): the adapter's calls from a request handler
+ * that its own service runs. From pre_run's service, vsched_kvm_run()
+ * entered the guest inside the handler (pre_run's nested service had
+ * nothing pending, the enter succeeded), vsched_kvm_halt() ran, and
+ * vsched_kvm_detach() freed the adapter under pre_run. Each is refused
+ * now with VSCHED_ESTATE, and the outer pre_run goes on.
+ */
+static struct vsched_kvm_vcpu *f10_kv;
+static int f10_run, f10_halt, f10_detach;
+
+static void f10_handler(struct vsched_vcpu *v, unsigned k, struct vsched_payload *p,
+			void *arg)
+{
+	(void)v, (void)k, (void)p, (void)arg;
+	assert_int_equal(vsched_kvm_queue_irq(f10_kv, 0x40), 0); /* no sleep */
+	f10_run = vsched_kvm_run(f10_kv);
+	f10_halt = vsched_kvm_halt(f10_kv, VSCHED_DEADLINE_NONE);
+	f10_detach = vsched_kvm_detach(f10_kv);
+}
+
+static void test_kvm_calls_from_own_handler_refused(void **state)
+{
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	struct vsched_vcpu *v;
+	struct kvm_run *run = calloc(1, 4096);
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	(void)state;
+	assert_non_null(run);
+	assert_true(fd >= 0);
+	declare(vm, 3, "ipi", 1, 0, f10_handler, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	v = make_vcpu(vm, 0);
+	assert_int_equal(vsched_kvm_signal_install(SIGUSR1), 0);
+	assert_int_equal(vsched_kvm_attach(v, fd, run, NULL, &f10_kv), 0);
+	f10_run = f10_halt = f10_detach = 12345;
+	assert_int_equal(vsched_post(v, 3), 0);
+	assert_int_equal(vsched_kvm_pre_run(f10_kv), 0);
+	assert_int_equal(f10_run, VSCHED_ESTATE);
+	assert_int_equal(f10_halt, VSCHED_ESTATE);
+	assert_int_equal(f10_detach, VSCHED_ESTATE);
+	assert_int_equal(vsched_kvm_post_run(f10_kv, -EINTR), VSCHED_KVM_KICKED);
+	assert_int_equal(vsched_vcpu_destroy(v), 0);
+	assert_int_equal(vsched_kvm_detach(f10_kv), 0);
+	vsched_vm_destroy(vm);
+	close(fd);
+	free(run);
+}
 #endif /* VSCHED_TEST_KVM */
 
 int main(void)
@@ -755,6 +1016,12 @@ int main(void)
 		cmocka_unit_test(test_kvm_kick_signals_the_entering_thread),
 		cmocka_unit_test(test_kvm_fault_signal_refused),
 		cmocka_unit_test(test_kvm_late_kick_hits_a_reused_pthread),
+		cmocka_unit_test(test_kvm_detach_in_run_refused),
+		cmocka_unit_test(test_kvm_detach_in_halt_refused),
+		cmocka_unit_test(test_kvm_attach_checks_the_vcpu),
+		cmocka_unit_test(test_kvm_meaningful_signal_refused),
+		cmocka_unit_test(test_kvm_kick_after_fork),
+		cmocka_unit_test(test_kvm_calls_from_own_handler_refused),
 #endif
 	};
 
