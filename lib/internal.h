@@ -283,8 +283,11 @@ struct vsched_vcpu {
 	struct vsched__sleeper sl;
 	/* Inside vsched_service()'s pass: its handlers (and the timer
 	 * filter's host callback) run. What a pass forbids is refused
-	 * while it is set: a nested pass, destroying the VM. */
-	_Atomic bool in_service;
+	 * while it is set: a nested pass, destroying the VM, and
+	 * destroying the vCPU from a thread other than the pass's. Set to
+	 * the pass's thread's marker (lib/vcpu.c thread_marker()), NULL
+	 * outside a pass. */
+	_Atomic(const void *) in_service;
 	struct {
 		_Atomic uint64_t cancelled_entries;
 		_Atomic uint64_t serviced[VSCHED_MAX_KINDS];  /* by rank */

@@ -51,6 +51,15 @@ out:
 	return rc;
 }
 
+/* A marker of the calling thread: the address of a thread-local byte,
+ * distinct for every live thread. */
+static const void *thread_marker(void)
+{
+	static __thread char marker;
+
+	return &marker;
+}
+
 int vsched_vcpu_destroy(struct vsched_vcpu *v)
 {
 	struct vsched_vm *vm;
@@ -72,6 +81,16 @@ int vsched_vcpu_destroy(struct vsched_vcpu *v)
 	if (atomic_load_explicit(&v->sl.in_engine, memory_order_relaxed)) {
 		pthread_mutex_unlock(&vm->lock);
 		return VSCHED_ESTATE; /* inside vsched_vcpu_block() (a hook) */
+	}
+	/* Inside a service pass on another thread (its own handler may
+	 * destroy it: a hot-unplug request): the pass would go on with a
+	 * destroyed vCPU's handlers, and its payloads drained under it. A
+	 * check, as above: it catches the VMM that did not stop the vCPU's
+	 * thread first. */
+	const void *pass = atomic_load_explicit(&v->in_service, memory_order_relaxed);
+	if (pass && pass != thread_marker()) {
+		pthread_mutex_unlock(&vm->lock);
+		return VSCHED_ESTATE;
 	}
 	do {
 		if ((rc = vsched__allowed(VSCHED__C_VCPU_DESTROY, m))) {
@@ -238,7 +257,7 @@ int vsched__service_slow(struct vsched_vcpu *v)
 	 * one is the contract's misuse, which this may or may not catch. */
 	if (VSCHED__UNLIKELY(atomic_load_explicit(&v->in_service, memory_order_relaxed)))
 		return VSCHED_ESTATE;
-	atomic_store_explicit(&v->in_service, true, memory_order_relaxed);
+	atomic_store_explicit(&v->in_service, thread_marker(), memory_order_relaxed);
 	e0 = atomic_load_explicit(&v->entries, memory_order_relaxed);
 	d = v->vm->table.disp;
 	/* One pass in rank order: after servicing rank r, look only at ranks
@@ -276,6 +295,6 @@ int vsched__service_slow(struct vsched_vcpu *v)
 		w = atomic_load_explicit(&v->pending, memory_order_relaxed) &
 		    (~UINT64_C(1) << r);
 	} while (w);
-	atomic_store_explicit(&v->in_service, false, memory_order_relaxed);
+	atomic_store_explicit(&v->in_service, NULL, memory_order_relaxed);
 	return n;
 }

@@ -82,9 +82,10 @@ VSCHED_API int vsched_vcpu_create(struct vsched_vm *vm, unsigned id,
  * States: OUTSIDE_GUEST only. A vCPU in the guest or inside
  * vsched_vcpu_block() (its hooks included, where the word still says
  * OUTSIDE_GUEST) is still its thread's, whose next exchange would
- * overwrite DESTROYED: refused with VSCHED_ESTATE, nothing changed. Its
- * own request handler may destroy it (a hot-unplug request): the pass
- * ends after that handler. (A
+ * overwrite DESTROYED: refused with VSCHED_ESTATE, nothing changed; so is
+ * a destroy from another thread while its thread is inside
+ * vsched_service(). Its own request handler may destroy it (a hot-unplug
+ * request): the pass ends after that handler. (A
  * destroy that races the owner's next call is outside this contract; a
  * block that then finds DESTROYED at its arm returns VSCHED_EDESTROYED.)
  * Syscalls: none of its own; sched_yield while a waker's callout or a

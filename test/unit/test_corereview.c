@@ -21,6 +21,8 @@ static void review_post_hook(struct vsched_vcpu *v, unsigned kind);
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -399,6 +401,54 @@ static void test_vm_destroy_with_vcpu_in_guest(void **state)
 	assert_int_equal(vsched_vcpu_exit(v), 0);
 	assert_int_equal(vsched_vm_destroy(vm), 0);
 	assert_true(frees > 0);
+}
+
+/* vsched_vcpu_destroy() from another thread while the vCPU's own thread
+ * is inside a service pass (a handler running) returned 0: the pass went
+ * on with a destroyed vCPU, whose payloads the destroy drained under it
+ * (session 26, left alone then: a VMM that did not stop the vCPU's thread
+ * first). Refused now, as vsched_vm_destroy() refuses it; the handler's
+ * own destroy (a hot-unplug request) stays allowed
+ * (test_handler_unplug_ends_pass). */
+static _Atomic int dp_in, dp_go;
+
+static void dp_handler(struct vsched_vcpu *v, unsigned kind, struct vsched_payload *p,
+		       void *arg)
+{
+	(void)v, (void)kind, (void)p, (void)arg;
+	atomic_store(&dp_in, 1);
+	while (!atomic_load(&dp_go))
+		sched_yield();
+}
+
+static void *dp_service(void *arg)
+{
+	return (void *)(intptr_t)vsched_service(arg);
+}
+
+static void test_vcpu_destroy_during_pass_refused(void **state)
+{
+	struct vsched_vm *vm = make_vm(NULL, 0);
+	struct vsched_vcpu *v;
+	pthread_t t;
+	void *rc;
+	(void)state;
+
+	declare(vm, 1, "req", 1, 0, dp_handler, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	v = make_vcpu(vm, 0);
+	assert_int_equal(vsched_post(v, 1), 0);
+	assert_int_equal(pthread_create(&t, NULL, dp_service, v), 0);
+	while (!atomic_load(&dp_in))
+		sched_yield();
+	int drc = vsched_vcpu_destroy(v);
+	atomic_store(&dp_go, 1);
+	assert_int_equal(pthread_join(t, &rc), 0);
+	assert_int_equal((intptr_t)rc, 1);
+	assert_int_equal(drc, VSCHED_ESTATE);
+	assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_OUTSIDE_GUEST);
+	assert_int_equal(vsched_vcpu_destroy(v), 0);
+	assert_int_equal(vsched_vm_destroy(vm), 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -848,6 +898,7 @@ int main(void)
 		cmocka_unit_test(test_vm_destroy_with_live_waiter),
 		cmocka_unit_test(test_vm_destroy_with_vcpu_blocked),
 		cmocka_unit_test(test_vm_destroy_with_vcpu_in_guest),
+		cmocka_unit_test(test_vcpu_destroy_during_pass_refused),
 		cmocka_unit_test(test_blocking_hook_cannot_enter_or_service),
 		cmocka_unit_test(test_unblocking_hook_cannot_enter),
 		cmocka_unit_test(test_set_poll_from_own_hooks_and_handlers),
