@@ -335,10 +335,10 @@ VSCHED_API int vsched_vcpu_fd_add(struct vsched_vcpu *vcpu, int fd,
  * that, or sleep again when the ring was left over
  * from an earlier sleep. A doorbell that hung up or is in error (a pipe
  * whose writers all closed, a socket shut for reading: vsched adds
- * EPOLLRDHUP to a doorbell's registration) would ring forever: a sleep reports it with
- * its tag (VSCHED_WAKE_FD), and so does the fd look of a poll window or
- * of a check-once (made where a plain fd is registered too), for its
- * owner to fd_del it.
+ * EPOLLRDHUP to a doorbell's registration) would ring forever: a sleep
+ * reports it with its tag (VSCHED_WAKE_FD), and so does the fd look of a
+ * poll window or of a check-once (made where a plain fd is registered
+ * too), for its owner to fd_del it.
  */
 #define VSCHED_FD_DOORBELL (1u << 24)
 
