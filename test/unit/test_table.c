@@ -195,7 +195,8 @@ static void test_naive_order_cancels_entry(void **state)
 	assert_int_equal(vsched_service(v), 1);
 	assert_int_equal(t.seen[1], NMI);
 	assert_int_equal(vsched_vcpu_enter(v), 0);
-	vsched_vm_destroy(vm);
+	assert_int_equal(vsched_vcpu_exit(v), 0);
+	assert_int_equal(vsched_vm_destroy(vm), 0);
 }
 
 /* A handler that re-raises its own kind (arm64's KVM_REQ_SLEEP with a
