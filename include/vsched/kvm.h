@@ -226,10 +226,12 @@ VSCHED_API int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv);
  * @param run_ret what KVM_RUN gave: 0, or the negative errno it failed with.
  * @return the exit reason (>= 0, KVM_EXIT_*; KVM_EXIT_HLT means call
  * vsched_kvm_halt()), VSCHED_KVM_KICKED for -EINTR, `run_ret` for another
- * error, VSCHED_ESTATE without a successful pre_run, or VSCHED_EINVAL (NULL,
- * or a `run_ret` that is neither 0 nor a negative errno, -4095..-1: the
- * entry stays open; or an exit reason of 0x10000 or more, which no KVM
- * gives: `run` is not the vCPU's kvm_run mapping; the entry is closed).
+ * error, VSCHED_ESTATE without a successful pre_run (also from a request
+ * handler inside pre_run: the guest is not entered yet), or VSCHED_EINVAL
+ * (NULL, or a `run_ret` that is neither 0 nor a negative errno,
+ * -4095..-1: the entry stays open; or an exit reason of 0x10000 or more,
+ * which no KVM gives: `run` is not the vCPU's kvm_run mapping; the entry
+ * is closed).
  * States: after a pre_run that returned 0.
  * Context: the vCPU's own thread, right after KVM_RUN.
  */

@@ -49,17 +49,18 @@ struct vsched_kvm_vcpu {
 	 * ready_for_interrupt_injection is stale until then, and a second
 	 * KVM_INTERRUPT would replace the first (a lost interrupt). */
 	bool injected;
-	/* What the vCPU thread is doing with the adapter: BUSY_RUN between
-	 * vsched_kvm_pre_run()'s start and vsched_kvm_post_run() (IN_GUEST
-	 * as far as vsched knows, once pre_run returned 0), BUSY_HALT inside
-	 * vsched_kvm_halt(). Stored by the vCPU thread only; detach, on any
-	 * thread, refuses an adapter in use rather than free it under its
-	 * thread (a check, not a lock: the contract orders them). */
+	/* What the vCPU thread is doing with the adapter: BUSY_PRE inside
+	 * vsched_kvm_pre_run() (its service may run handlers), BUSY_RUN from
+	 * its successful commit to vsched_kvm_post_run() (IN_GUEST as far
+	 * as vsched knows), BUSY_HALT inside vsched_kvm_halt(). Stored by
+	 * the vCPU thread only; detach, on any thread, refuses an adapter in
+	 * use rather than free it under its thread (a check, not a lock:
+	 * the contract orders them). */
 	_Atomic unsigned char busy;
 	struct vsched_kvm_stats st;
 };
 
-enum { IDLE, BUSY_RUN, BUSY_HALT };
+enum { IDLE, BUSY_PRE, BUSY_RUN, BUSY_HALT };
 
 /* One counter of kv->st, from the vCPU thread, its only writer: a whole
  * store that vsched_kvm_read_stats() may load on another thread (no locked
@@ -335,7 +336,7 @@ int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv)
 		return VSCHED_EINVAL;
 	if (atomic_load_explicit(&kv->busy, memory_order_relaxed) != IDLE)
 		return VSCHED_ESTATE; /* an entry open, or a halt's handler */
-	atomic_store_explicit(&kv->busy, BUSY_RUN, memory_order_relaxed);
+	atomic_store_explicit(&kv->busy, BUSY_PRE, memory_order_relaxed);
 	rc = vsched_service(kv->vcpu);
 	if (rc >= 0)
 		rc = inject(kv);
@@ -354,7 +355,10 @@ int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv)
 		goto idle;
 	kv->nmi_owed = false; /* KVM delivers it at this entry */
 	count(&kv->st.runs);
-	return 0; /* BUSY_RUN until post_run */
+	/* Only now may post_run close the entry: from a handler of the
+	 * service above, the guest was not entered yet. */
+	atomic_store_explicit(&kv->busy, BUSY_RUN, memory_order_relaxed);
+	return 0;
 idle:
 	/* Release: a detach that sees IDLE sees this thread done with it. */
 	atomic_store_explicit(&kv->busy, IDLE, memory_order_release);

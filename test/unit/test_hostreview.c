@@ -929,10 +929,13 @@ static void test_kvm_kick_after_fork(void **state)
  * entered the guest inside the handler (pre_run's nested service had
  * nothing pending, the enter succeeded), vsched_kvm_halt() ran, and
  * vsched_kvm_detach() freed the adapter under pre_run. Each is refused
- * now with VSCHED_ESTATE, and the outer pre_run goes on.
+ * now with VSCHED_ESTATE, and the outer pre_run goes on. So is
+ * vsched_kvm_post_run() (session 27's review: it was accepted, closed
+ * no entry, left the adapter idle, and the real post_run was refused
+ * while detach freed the adapter with the guest entered).
  */
 static struct vsched_kvm_vcpu *f10_kv;
-static int f10_run, f10_halt, f10_detach;
+static int f10_run, f10_halt, f10_detach, f10_post;
 
 static void f10_handler(struct vsched_vcpu *v, unsigned k, struct vsched_payload *p,
 			void *arg)
@@ -942,6 +945,7 @@ static void f10_handler(struct vsched_vcpu *v, unsigned k, struct vsched_payload
 	f10_run = vsched_kvm_run(f10_kv);
 	f10_halt = vsched_kvm_halt(f10_kv, VSCHED_DEADLINE_NONE);
 	f10_detach = vsched_kvm_detach(f10_kv);
+	f10_post = vsched_kvm_post_run(f10_kv, 0);
 }
 
 static void test_kvm_calls_from_own_handler_refused(void **state)
@@ -959,12 +963,15 @@ static void test_kvm_calls_from_own_handler_refused(void **state)
 	v = make_vcpu(vm, 0);
 	assert_int_equal(vsched_kvm_signal_install(SIGUSR1), 0);
 	assert_int_equal(vsched_kvm_attach(v, fd, run, NULL, &f10_kv), 0);
-	f10_run = f10_halt = f10_detach = 12345;
+	f10_run = f10_halt = f10_detach = f10_post = 12345;
 	assert_int_equal(vsched_post(v, 3), 0);
 	assert_int_equal(vsched_kvm_pre_run(f10_kv), 0);
 	assert_int_equal(f10_run, VSCHED_ESTATE);
 	assert_int_equal(f10_halt, VSCHED_ESTATE);
 	assert_int_equal(f10_detach, VSCHED_ESTATE);
+	assert_int_equal(f10_post, VSCHED_ESTATE);
+	assert_int_equal(vsched_vcpu_mode(v), VSCHED_MODE_IN_GUEST);
+	assert_int_equal(vsched_kvm_detach(f10_kv), VSCHED_ESTATE);
 	assert_int_equal(vsched_kvm_post_run(f10_kv, -EINTR), VSCHED_KVM_KICKED);
 	assert_int_equal(vsched_vcpu_destroy(v), 0);
 	assert_int_equal(vsched_kvm_detach(f10_kv), 0);
