@@ -5,8 +5,9 @@
  * script per thread (2-4 threads) of public-API calls: posts, payload
  * posts, broadcasts, kicks, blocks and waits (short deadlines, some long
  * or none), service + guest entry/exit, fd_add/fd_del/close/write on real
- * pipes, eventfds and stream socket pairs (plain or as doorbells; the
- * writer side shut down or closed: end of file, hang-up), timer
+ * pipes, eventfds and stream, datagram and seqpacket socket pairs (plain
+ * or as doorbells; messages of length 0; the writer side shut down or
+ * closed: end of file, hang-up; the reader shut for reading), timer
  * arm/disarm/set_ctl/fire, set_poll, destroy; statistics read by
  * threads other than the owner (every reader, text and JSON writers, timer
  * reads) and the guest's poll control set from them; handlers that post
@@ -103,9 +104,15 @@
  *      call; a registration closed under a dup is live until its fd_del
  *      or its number's reuse), each ready when the call returned (only
  *      its owner reads it: no other file's readiness under its tag), and
- *      a doorbell's only once its writer hung up or shut down (vsched
- *      never reports a ring); a check-once block (deadline 0) on a vCPU
- *      with no registered fd makes no fd check (result.fd_checks == 0).
+ *      a doorbell's only once its writer hung up or shut down, or its
+ *      reader was shut for reading (shutdown(SHUT_RD) of any socket pair:
+ *      EPOLLRDHUP, readable for ever, a datagram socket's reads finding
+ *      nothing; E5 holds its sleeps), never a ring (vsched never reports
+ *      one: a datagram or seqpacket message of length 0 is one too, and a
+ *      datagram socket whose writer shut down or closed has not hung up:
+ *      the kernel tells its reader nothing); a check-once block
+ *      (deadline 0) on a vCPU with no registered fd makes no fd check
+ *      (result.fd_checks == 0).
  *  E9  handlers run outside guest mode on a live vCPU; the waiter's
  *      before_sleep/after_sleep hooks alternate, and so do a vCPU's
  *      blocking/unblocking hooks.
@@ -171,8 +178,9 @@
  *      readiness must neither wake the owner in a loop (E5) nor be
  *      reported under another tag (E8). A pipe or socket doorbell closed
  *      so without a dup here lives on in vsched's own dup (block.h): its
- *      tag stays live, and it is reported hung up, until its fd_del or
- *      its number's reuse.
+ *      tag stays live, and it is reported hung up (a datagram socket's only
+ *      if it was shut for reading: its peer's close is no hang-up), until
+ *      its fd_del or its number's reuse.
  *  M7  the owner's thread calls vsched_vcpu_destroy() or
  *      vsched_vcpu_block() from the vCPU's blocking or unblocking hook,
  *      vsched_waiter_destroy() or vsched_waiter_wait() from the waiter's
@@ -205,6 +213,13 @@
  * socket doorbell at end of file ringing for ever (E5); destroy and block
  * from the hooks (M7); a second consumer let in (M8); a poll window and
  * 1 us sleeps on a clock that stands still (E5).
+ * And the fix of 0ed494c, each half reverted in turn: a doorbell's
+ * EPOLLRDHUP not reported (lib/sleeper.h), a datagram or seqpacket socket
+ * shut for reading then spins every sleep (E5, 1.4 s from the seeds
+ * doorbell_shut_rd_dgram_*, doorbell_seqpacket_empty_then_shut_rd,
+ * sock_doorbells_mix; not found in 60 s without them); a seqpacket
+ * message of length 0 taken for a hang-up (lib/os.c), a ring reported
+ * (E8, 1.8 s: doorbell_seqpacket_empty_then_shut_rd, sock_doorbells_mix).
  */
 
 #define _GNU_SOURCE
@@ -286,7 +301,8 @@ static const char *const op_name[NOPS] = {
 	"post", "post_payload", "broadcast", "kick", "block", "service+enter+exit",
 	"waiter_wait", "waiter_kick", "fd_open", "fd_add", "fd_del", "fd_close",
 	"fd_write", "timer_arm", "timer_set_ctl", "set_poll", "destroy(own)",
-	"fire_timers", "block(check-once)", "fd_hangup(writer side)", "clock(freeze/jump)",
+	"fire_timers", "block(check-once)", "fd_hangup(writer side; b bit 2: reader SHUT_RD)",
+	"clock(freeze/jump)",
 	"MISUSE destroy(foreign, owner in block)",
 	"MISUSE fd_add(foreign, owner in block)",
 	"MISUSE fd_del(foreign, owner in block)",
@@ -304,14 +320,17 @@ struct script_op {
 
 struct fslot {
 	int fd, wfd;   /* read (registered) end; write end (pipe, socket) or fd */
-	int type;      /* 0 empty, 1 pipe, 2 eventfd, 3 stream socket pair */
+	int type;      /* 0 empty, 1 pipe, 2 eventfd, 3 stream, 4 datagram,
+			* 5 seqpacket socket pair (AF_UNIX) */
 	int reg;       /* 0 no, 1 registered, 2 closed while registered */
 	int held;      /* reg 2: a dup of the closed fd (its file lives), or -1 */
 	bool vheld;    /* reg 2, no dup here: a doorbell vsched reads (a pipe's
 			* or a socket's) lives on in vsched's own dup until
 			* its fd_del or its number's reuse (block.h) */
 	bool bell;     /* registered with VSCHED_FD_DOORBELL */
-	bool hup;      /* the writer side hung up (pipe) or shut down (socket) */
+	bool hup;      /* the writer side hung up (pipe) or shut down (stream,
+			* seqpacket socket), or the reader was shut for
+			* reading (any socket, SHUT_RD): hung up for good */
 	uint64_t tag;
 };
 
@@ -1193,17 +1212,23 @@ static void drain_ready(struct obj *o, const struct vsched_block_result *r, unsi
 		 * which it reports only hung up): what it named is ready
 		 * (a doorbell closed here lives in vsched's dup alone: hung
 		 * up, since its write end went with it, and not to be looked
-		 * at from here). */
+		 * at from here). A ring reported is named as such first
+		 * (vsched read it: the doorbell is not ready either). */
+		if (f->bell && !f->hup)
+			fail("[E8] object %u: WAKE_FD names doorbell tag %llu, not hung up "
+			     "(vsched never reports a ring)", oi, (unsigned long long)r->tags[j]);
 		if (fd >= 0 && !fd_ready_any(fd))
 			fail("[E8] object %u: WAKE_FD names tag %llu (fd %d%s), which is not "
 			     "ready: another file's readiness reported under its tag", oi,
 			     (unsigned long long)r->tags[j], fd, f->reg == 2 ? ", closed under a dup" : "");
-		if (f->bell && !f->hup)
-			fail("[E8] object %u: WAKE_FD names doorbell tag %llu, not hung up "
-			     "(vsched never reports a ring)", oi, (unsigned long long)r->tags[j]);
 		if (!f->bell) {
+			/* a message socket's read of 0 is a message of length
+			 * 0 (or, shut down, its end: bounded) */
 			char buf[256];
-			while (read(fd, buf, sizeof(buf)) > 0)
+			bool msgs = f->type == 4 || f->type == 5;
+			ssize_t k;
+			for (unsigned n = 0; n < 64 && (k = read(fd, buf, sizeof(buf))) >= 0 &&
+					     (k > 0 || msgs); n++)
 				;
 		}
 	}
@@ -1405,12 +1430,13 @@ static int open_slot(struct fslot *s, unsigned kind)
 	int p[2];
 	s->bell = s->hup = s->vheld = false;
 	s->held = -1;
-	if (kind == 3) {
-		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p))
+	if (kind >= 3) {
+		static const int st[3] = { SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET };
+		if (socketpair(AF_UNIX, st[kind - 3] | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p))
 			return -errno;
 		s->fd = p[0];
 		s->wfd = p[1];
-		s->type = 3;
+		s->type = (int)kind;
 	} else if (kind == 1) {
 		if (pipe2(p, O_NONBLOCK | O_CLOEXEC))
 			return -errno;
@@ -1480,8 +1506,11 @@ static void op_fd(struct worker *wk, struct obj *o, unsigned oi, unsigned op,
 		called = !s->type && s->reg != 2;
 		if (called) {
 			/* Open the lowest free numbers: a closed registered fd's
-			 * number comes back (M6). */
-			rc = open_slot(s, a & 16 ? 3 : a & 4 ? 1 : 2);
+			 * number comes back (M6). Bit 4 a socket pair, of
+			 * bits 6-7's type: 1 SOCK_DGRAM, 2 SOCK_SEQPACKET,
+			 * else SOCK_STREAM; bit 2 a pipe; else an eventfd. */
+			rc = open_slot(s, a & 16 ? ((a >> 6) == 1 ? 4 : (a >> 6) == 2 ? 5 : 3)
+					 : a & 4 ? 1 : 2);
 		}
 		break;
 	case OP_FD_ADD: {
@@ -1589,9 +1618,15 @@ static void op_fd(struct worker *wk, struct obj *o, unsigned oi, unsigned op,
 			/* A doorbell vsched reads through a dup of its own
 			 * (not an eventfd): its file and registration live on
 			 * there, hung up (the write end is closed, a socket's
-			 * peer with it), and are reported as such (block.h). */
-			if (s->bell && s->type != 2)
-				s->vheld = s->hup = true;
+			 * peer with it), and are reported as such (block.h).
+			 * A datagram socket's peer closing is no hang-up (the
+			 * kernel tells its reader nothing): it lives on there
+			 * unreported, unless it was shut for reading. */
+			if (s->bell && s->type != 2) {
+				s->vheld = true;
+				if (s->type != 4)
+					s->hup = true;
+			}
 		}
 		/* The slot keeps the closed registration (its number) until
 		 * the number is added again or fd_del'ed. */
@@ -1612,8 +1647,12 @@ static void op_fd_write(struct worker *wk, struct obj *o, unsigned oi, unsigned 
 	ssize_t r = 0;
 	atomic_fetch_add(&o->wake_calls, 1);
 	pthread_mutex_lock(&o->fdlock);
+	/* bit 2: on a datagram or seqpacket socket pair, a message of length
+	 * 0 (a ring of a doorbell, never reported, E8; lib/os.c) */
 	if ((s->type || s->held >= 0) && s->wfd >= 0 && !s->hup)
-		r = write(s->wfd, &one, sizeof(one));
+		r = (a & 4) && (s->type == 4 || s->type == 5)
+			    ? send(s->wfd, &one, 0, MSG_DONTWAIT)
+			    : write(s->wfd, &one, sizeof(one));
 	/* bit 4: the files whose registration should be gone (linger_slot) */
 	for (unsigned i = 0; (a & 16) && i < o->nlinger; i++)
 		if (o->linger_w[i] >= 0)
@@ -1622,17 +1661,28 @@ static void op_fd_write(struct worker *wk, struct obj *o, unsigned oi, unsigned 
 	logop(wk, OP_FD_WRITE, (uint8_t)oi, (uint8_t)a, (int)r);
 }
 
-/* The writer side of a slot goes: a socket's shutdown(SHUT_WR) (the
- * reader is at end of file for ever, without EPOLLHUP), a pipe's write end
- * closed (EPOLLHUP). A doorbell so is reported with its tag (block.h),
- * for its owner to fd_del it. Any thread. */
+/* The writer side of a slot goes: a stream or seqpacket socket's
+ * shutdown(SHUT_WR) (the reader is at end of file for ever, without
+ * EPOLLHUP; EPOLLRDHUP), a pipe's write end closed (EPOLLHUP). A doorbell
+ * so is reported with its tag (block.h), for its owner to fd_del it. A
+ * datagram socket's shutdown(SHUT_WR) tells its reader nothing: no
+ * hang-up, never reported. With bit 2, the reader side instead: a socket's
+ * shutdown(fd, SHUT_RD), readable for ever (EPOLLIN | EPOLLRDHUP) while a
+ * datagram socket's reads find nothing (EAGAIN) and a seqpacket's find a
+ * read of 0: hung up (0ed494c: vsched asks a doorbell for EPOLLRDHUP and
+ * reports it; without, every sleep returned at once, E5). Any thread. */
 static void op_fd_hup(struct worker *wk, struct obj *o, unsigned oi, unsigned a)
 {
 	struct fslot *s = &o->fds[a % MAX_FDS];
 	int r = -1;
 	atomic_fetch_add(&o->wake_calls, 1);
 	pthread_mutex_lock(&o->fdlock);
-	if (s->type == 3 && !s->hup) {
+	if ((a & 4) && s->type >= 3 && !s->hup) {
+		r = shutdown(s->fd, SHUT_RD);
+		s->hup = true;
+	} else if (s->type == 4 && !s->hup) {
+		r = shutdown(s->wfd, SHUT_WR); /* no hang-up */
+	} else if ((s->type == 3 || s->type == 5) && !s->hup) {
 		r = shutdown(s->wfd, SHUT_WR);
 		s->hup = true;
 	} else if (s->type == 1 && !s->hup) {

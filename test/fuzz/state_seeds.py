@@ -127,6 +127,65 @@ seeds["doorbell_eof_waiter"] = header(waiter=True) + op(1, "fd_open", b=8 | 16) 
 seeds["doorbell_hup_pipe"] = header() + op(0, "fd_open", b=4) + \
     op(0, "fd_add", a=8, b=0) + op(1, "fd_write", a=0, b=0) + op(0, "block", b=4) + \
     op(1, "fd_hup", a=0, b=0) + op(0, "block", b=5)
+# fd_open b bit 4 with a's bit 4 (b's bit 6): a SOCK_DGRAM pair, a's bit
+# 5 (b's bit 7): SOCK_SEQPACKET; fd_hup b bit 2: the reader side, shut for
+# reading (shutdown(SHUT_RD)); fd_write b bit 2: on a datagram or
+# seqpacket pair, a message of length 0.
+# A datagram doorbell shut for reading (0ed494c): readable for ever
+# (EPOLLIN | EPOLLRDHUP), its reads find nothing; reported hung up (E8),
+# no sleep spins on it (E5), none after its fd_del either
+# (Every sleep in these is short: once all threads sleep for 100 ms the
+# teardown begins, its stop requests ending the untimed blocks.)
+seeds["doorbell_shut_rd_dgram_vcpu"] = header(vcpus=2) + op(0, "fd_open", a=16, b=16) + \
+    op(0, "fd_add", a=8, b=0) + op(0, "block", b=4) + op(0, "block", b=7) + \
+    op(0, "block", b=4) + op(0, "fd_del", b=0) + op(0, "block", b=5) + \
+    op(1, "block", b=2) + op(1, "fd_write", a=0, b=0) + op(1, "block", b=4) + \
+    op(1, "fd_hup", a=0, b=4)
+# ... on a waiter, shut by the other thread while the consumer sleeps
+# (untimed: only the report ends it)
+seeds["doorbell_shut_rd_dgram_waiter"] = header(waiter=True) + \
+    op(1, "fd_open", a=16, b=8 | 16) + op(1, "fd_add", a=8, b=8) + op(1, "wait", b=3) + \
+    op(1, "wait", b=7) + op(1, "wait", b=4) + op(1, "fd_del", b=8) + op(1, "wait", b=5) + \
+    op(0, "block", b=2) + op(0, "fd_write", a=1, b=0) + op(0, "block", b=4) + \
+    op(0, "fd_hup", a=1, b=4)
+# A seqpacket doorbell rung by messages of length 0 (a ring, never
+# reported: E8), then shut for reading while its owner sleeps (its reads
+# find 0: reported, E5)
+seeds["doorbell_seqpacket_empty_then_shut_rd"] = header(vcpus=2) + \
+    op(0, "fd_open", a=32, b=16) + op(0, "fd_add", a=8, b=0) + \
+    op(0, "block", b=4) * 2 + op(0, "block", b=7) + op(0, "block", b=4) + \
+    (op(1, "block", b=3) + op(1, "fd_write", a=0, b=4)) * 4 + op(1, "block", b=4) + \
+    op(1, "fd_hup", a=0, b=4)
+# A datagram doorbell whose writer shut down, then closed with its reader
+# (M6, no dup: it lives on in vsched's dup): no hang-up, never reported
+# (E8), no spin (E5); a plain datagram fd beside it, rung by a message of
+# length 0, then shut for reading (reported each time, drained)
+seeds["dgram_writer_gone_not_hup"] = header(vcpus=2, misuse=True) + \
+    op(0, "fd_open", a=16, b=16) + op(0, "fd_add", a=8, b=0) + \
+    op(0, "fd_open", a=16, b=16 | 1) + op(0, "fd_add", a=0, b=1) + \
+    op(0, "block", b=3) + op(0, "block", b=4) + op(0, "m_close_reg", b=0) + \
+    op(0, "block", b=5) + op(0, "block", b=3) + op(0, "fd_del", b=1) + \
+    op(0, "fd_del", b=0) + op(0, "block", b=4) + \
+    op(1, "block", b=2) + op(1, "fd_write", a=0, b=4) + op(1, "fd_hup", a=0, b=0) + \
+    op(1, "block", b=3) + op(1, "fd_write", a=0, b=1 | 4) + op(1, "block", b=4) + \
+    op(1, "fd_hup", a=0, b=1 | 4)
+# Three vCPUs and the waiter (object 3: h1's waiter bit makes it 3 vCPUs)
+# with datagram and seqpacket doorbells,
+# rings of length 0 and 8, shut for reading and by the writer, one closed
+# under a dup after it was shut for reading (M6: it lingers, shut, after
+# its fd_del: no spin, E5)
+seeds["sock_doorbells_mix"] = header(threads=3, vcpus=2, waiter=True, misuse=True) + \
+    op(0, "fd_open", a=16, b=16) + op(0, "fd_add", a=8, b=0) + \
+    op(1, "fd_open", a=32, b=16) + op(1, "fd_add", a=8, b=0) + \
+    op(2, "fd_open", a=32, b=8 | 16 | 1) + op(2, "fd_add", a=8, b=8 | 1) + \
+    op(0, "block", b=5) + op(2, "fd_write", a=1, b=4) + op(1, "block", b=5) + \
+    op(2, "fd_write", a=0, b=4) + op(2, "wait", b=4) + op(0, "fd_write", a=3, b=1 | 4) + \
+    op(1, "fd_hup", a=0, b=0) + op(2, "fd_write", a=1, b=0) + op(0, "block", b=4) + \
+    op(0, "fd_hup", a=3, b=1) + op(1, "block", b=5) + op(2, "wait", b=7) + \
+    op(2, "fd_hup", a=0, b=4) + op(0, "block", b=7) + op(0, "m_close_reg", b=16) + \
+    op(0, "fd_del", b=0) + op(1, "fd_del", b=0) + op(2, "fd_del", b=8 | 1) + \
+    op(0, "block", b=5) + op(1, "block", b=5) + op(2, "wait", b=5) + \
+    op(1, "fd_write", a=0, b=16)
 # destroy and block from the engine's hooks (M7)
 seeds["hook_destroy_blocking"] = header(misuse=True, hooks=True) + \
     op(0, "m_hook", b=0) + op(0, "block", b=2) + op(0, "m_hook", b=5) + op(0, "block", b=2) + \
