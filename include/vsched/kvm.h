@@ -171,7 +171,8 @@ VSCHED_API int vsched_kvm_signal_install(int signo);
  * signal: as vsched_kvm_signal_install()), VSCHED_ENOHANDLER
  * (the signal has no handler, or a one-shot SA_RESETHAND one),
  * VSCHED_EDESTROYED (the vCPU is destroyed), VSCHED_ESTATE (the vCPU is
- * in the guest or its thread inside vsched_vcpu_block()) or VSCHED_ENOMEM.
+ * in the guest, POLLING or BLOCKED: its mode word, so not from the block's
+ * hooks, where the word says OUTSIDE_GUEST) or VSCHED_ENOMEM.
  * States: the vCPU OUTSIDE_GUEST.
  * Context: any thread, before the vCPU runs.
  */

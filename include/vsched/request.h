@@ -116,10 +116,12 @@ struct vsched_payload {
  * entered and exited (ran the guest, as vsched_kvm_run() from a handler
  * does): the pass knows it by the committed-entry count. A handler must
  * return: one that longjmps out leaves the pass marked, and the vCPU's
- * service and its VM's destroy are refused from then on. The KVM
- * adapter's calls from a handler that its own service runs (in
- * vsched_kvm_pre_run() or vsched_kvm_halt()) are refused with
- * VSCHED_ESTATE; vsched_kvm_halt() from a handler of the VMM's own
+ * service and its VM's destroy are refused from then on. From a handler
+ * that the KVM adapter's own service runs (in vsched_kvm_pre_run() or
+ * vsched_kvm_halt()), vsched_kvm_pre_run(), vsched_kvm_post_run(),
+ * vsched_kvm_run(), vsched_kvm_halt() and vsched_kvm_detach() are refused
+ * with VSCHED_ESTATE (vsched_kvm_queue_irq() and the adapter's other
+ * calls work there); vsched_kvm_halt() from a handler of the VMM's own
  * vsched_service() returns VSCHED_ESTATE when a request ends its block
  * (it services the request itself).
  */
