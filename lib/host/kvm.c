@@ -335,7 +335,7 @@ int vsched_kvm_pre_run(struct vsched_kvm_vcpu *kv)
 	if (!kv)
 		return VSCHED_EINVAL;
 	if (atomic_load_explicit(&kv->busy, memory_order_relaxed) != IDLE)
-		return VSCHED_ESTATE; /* an entry open, or a halt's handler */
+		return VSCHED_ESTATE; /* an entry open, or a handler of pre_run or halt */
 	atomic_store_explicit(&kv->busy, BUSY_PRE, memory_order_relaxed);
 	rc = vsched_service(kv->vcpu);
 	if (rc >= 0)
