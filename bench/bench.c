@@ -68,7 +68,8 @@ void doorbell_consumer_close(struct doorbell_consumer *c)
 	}
 }
 
-unsigned long long opt_num(const char *opt, const char *s, unsigned long long max)
+unsigned long long opt_range(const char *opt, const char *s, unsigned long long min,
+			      unsigned long long max)
 {
 	char *end;
 	unsigned long long v;
@@ -76,12 +77,17 @@ unsigned long long opt_num(const char *opt, const char *s, unsigned long long ma
 	errno = 0;
 	v = strtoull(s, &end, 10);
 	/* strtoull takes "-1" for 2^64 - 1: digits only */
-	if (*s < '0' || *s > '9' || *end || errno || v > max) {
-		fprintf(stderr, "vsched-bench: %s takes a whole number 0-%llu, not '%s'\n",
-			opt, max, s);
+	if (*s < '0' || *s > '9' || *end || errno || v < min || v > max) {
+		fprintf(stderr, "vsched-bench: %s takes a whole number %llu-%llu, not '%s'\n",
+			opt, min, max, s);
 		exit(2);
 	}
 	return v;
+}
+
+unsigned long long opt_num(const char *opt, const char *s, unsigned long long max)
+{
+	return opt_range(opt, s, 0, max);
 }
 
 int cmp_u64(const void *a, const void *b)
@@ -131,6 +137,21 @@ double median(double *v, int n)
 	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 }
 
+/* s as the inside of a JSON string: quotes, backslashes and control
+ * characters escaped (a trace's name is its file's). */
+static void json_str(const char *s)
+{
+	for (; *s; s++) {
+		const unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+}
+
 void json_line(const struct json_line *l)
 {
 	char ratio[64];
@@ -139,11 +160,17 @@ void json_line(const struct json_line *l)
 		snprintf(ratio, sizeof(ratio), "null");
 	else
 		snprintf(ratio, sizeof(ratio), "%.*f", l->ratio_prec, l->ratio);
-	printf("{\"bench\": \"%s\", \"metric\": \"%s\", \"unit\": \"%s\", "
-	       "\"value\": %.*f, \"baseline\": \"%s\", \"baseline_value\": %.*f, "
-	       "\"ratio\": %s, \"runs\": %d, \"min\": %.*f, \"max\": %.*f}\n",
-	       l->bench, l->metric, l->unit, l->prec, l->value, l->baseline, l->prec,
-	       l->baseline_value, ratio, l->runs, l->prec, l->min, l->prec, l->max);
+	printf("{\"bench\": \"");
+	json_str(l->bench);
+	printf("\", \"metric\": \"");
+	json_str(l->metric);
+	printf("\", \"unit\": \"");
+	json_str(l->unit);
+	printf("\", \"value\": %.*f, \"baseline\": \"", l->prec, l->value);
+	json_str(l->baseline);
+	printf("\", \"baseline_value\": %.*f, \"ratio\": %s, \"runs\": %d, "
+	       "\"min\": %.*f, \"max\": %.*f}\n",
+	       l->prec, l->baseline_value, ratio, l->runs, l->prec, l->min, l->prec, l->max);
 }
 
 void report(const char *bench, const char *metric, const char *unit,

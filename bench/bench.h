@@ -66,6 +66,9 @@ void doorbell_consumer_close(struct doorbell_consumer *c);
  * decimal digits, negative, above max) ends the program with status 2 and
  * a message that names the option. */
 unsigned long long opt_num(const char *opt, const char *s, unsigned long long max);
+/* opt_num() with a least value too. */
+unsigned long long opt_range(const char *opt, const char *s, unsigned long long min,
+			      unsigned long long max);
 
 /* qsort comparator of uint64_t. */
 int cmp_u64(const void *a, const void *b);

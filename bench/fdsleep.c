@@ -59,7 +59,7 @@ static int fdsleep_option(int argc, char **argv, int i)
 	if (!strcmp(argv[i], "--fd-gap-us")) {
 		opt_gap_us = (unsigned)opt_num(argv[i], argv[i + 1], 10000000);
 	} else if (!strcmp(argv[i], "--fd-msgs")) {
-		opt_msgs = (long)opt_num(argv[i], argv[i + 1], 10000000);
+		opt_msgs = (long)opt_range(argv[i], argv[i + 1], 1, 10000000);
 	} else if (!strcmp(argv[i], "--fd-policy")) {
 		opt_policy = vsched_poll_policy_parse(argv[i + 1]);
 		if (opt_policy < 0) {

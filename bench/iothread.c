@@ -96,8 +96,9 @@ static int iothread_option(int argc, char **argv, int i)
 	else if (!strcmp(argv[i], "--hog") && i + 1 < argc)
 		opt_hog = (unsigned)opt_num(argv[i], argv[i + 1], 64);
 	else if (!strcmp(argv[i], "--contention") && i + 1 < argc)
-		opt_contention = (unsigned)opt_num(argv[i], argv[i + 1],
-						   VSCHED_CONTENTION_SAMPLED);
+		/* 0 is off, the side --hog compares with: not a mode */
+		opt_contention = (unsigned)opt_range(argv[i], argv[i + 1], 1,
+						     VSCHED_CONTENTION_SAMPLED);
 	else
 		return 0;
 	return 2;

@@ -45,16 +45,22 @@ static unsigned long long opt_seed;
  * --latency-weight N (the
  * adaptive policy's), --seed N (added to each generated trace's seed, to
  * draw other traces of the same families), --live. */
+/* The cost model's options, 1 ns to 1 s; a trace's halts, at most
+ * HALT_NS_MAX (1,000 s: a halt plus any wakeup cost stays far below 2^64,
+ * and the replay's sums stay exact). */
+#define COST_NS_MAX 1000000000ull
+#define HALT_NS_MAX 1000000000000ull
+
 static int policy_option(int argc, char **argv, int i)
 {
 	if (!strcmp(argv[i], "--trace") && i + 1 < argc && ntrace_files < MAX_TRACES)
 		trace_files[ntrace_files++] = argv[i + 1];
 	else if (!strcmp(argv[i], "--wake-ns") && i + 1 < argc)
-		opt_wake_ns = atof(argv[i + 1]);
+		opt_wake_ns = (double)opt_range(argv[i], argv[i + 1], 1, COST_NS_MAX);
 	else if (!strcmp(argv[i], "--polled-ns") && i + 1 < argc)
-		opt_polled_ns = atof(argv[i + 1]);
+		opt_polled_ns = (double)opt_range(argv[i], argv[i + 1], 1, COST_NS_MAX);
 	else if (!strcmp(argv[i], "--sleep-cpu-ns") && i + 1 < argc)
-		opt_sleep_cpu_ns = atof(argv[i + 1]);
+		opt_sleep_cpu_ns = (double)opt_range(argv[i], argv[i + 1], 1, COST_NS_MAX);
 	else if (!strcmp(argv[i], "--latency-weight") && i + 1 < argc)
 		opt_weight = (unsigned)opt_num(argv[i], argv[i + 1], 1000000);
 	else if (!strcmp(argv[i], "--budget") && i + 1 < argc)
@@ -62,7 +68,7 @@ static int policy_option(int argc, char **argv, int i)
 	else if (!strcmp(argv[i], "--decay-shift") && i + 1 < argc)
 		opt_decay = (int)opt_num(argv[i], argv[i + 1], 15);
 	else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-		opt_seed = strtoull(argv[i + 1], NULL, 0);
+		opt_seed = opt_num(argv[i], argv[i + 1], ULLONG_MAX);
 	else if (!strcmp(argv[i], "--family") && i + 1 < argc)
 		opt_family = argv[i + 1];
 	else if (!strcmp(argv[i], "--files-only"))
@@ -86,8 +92,8 @@ static int cmp_path(const void *a, const void *b)
 static int load_trace(const char *path, struct trace *t)
 {
 	FILE *f = fopen(path, "r");
-	char line[256];
-	size_t cap = 1024;
+	char *line = NULL;
+	size_t cap = 1024, line_cap = 0;
 	if (!f)
 		return -1;
 	const char *base = strrchr(path, '/');
@@ -97,7 +103,7 @@ static int load_trace(const char *path, struct trace *t)
 		*dot = 0;
 	t->n = 0;
 	t->d = malloc(cap * sizeof(*t->d));
-	for (unsigned ln = 1; fgets(line, sizeof(line), f); ln++) {
+	for (unsigned ln = 1; getline(&line, &line_cap, f) >= 0; ln++) {
 		char *p = line, *end;
 		while (*p == ' ' || *p == '\t')
 			p++;
@@ -111,10 +117,12 @@ static int load_trace(const char *path, struct trace *t)
 		char *rest = end;
 		while (*rest == ' ' || *rest == '\t' || *rest == '\r' || *rest == '\n')
 			rest++;
-		if (*p < '0' || *p > '9' || errno || (*rest && *rest != '#')) {
+		if (*p < '0' || *p > '9' || errno || v > HALT_NS_MAX ||
+		    (*rest && *rest != '#')) {
 			fprintf(stderr, "vsched-bench: policy: %s:%u: '%.*s' is not a halt "
-				"length (a whole number of ns, 0 or more)\n", path, ln,
-				(int)strcspn(p, "\r\n"), p);
+				"length (a whole number of ns, 0 to %llu)\n", path, ln,
+				(int)strcspn(p, "\r\n"), p, HALT_NS_MAX);
+			free(line);
 			fclose(f);
 			free(t->d);
 			t->d = NULL;
@@ -124,6 +132,7 @@ static int load_trace(const char *path, struct trace *t)
 			t->d = realloc(t->d, (cap *= 2) * sizeof(*t->d));
 		t->d[t->n++] = v;
 	}
+	free(line);
 	fclose(f);
 	if (!t->n) {
 		free(t->d);
@@ -256,6 +265,7 @@ struct live {
 	struct vsched_vcpu *v;
 	const struct trace *t;
 	size_t n;
+	uint64_t cap; /* the longest halt replayed: the time budget */
 	_Atomic uint64_t t_post;
 	atomic_int armed;
 	atomic_int done;
@@ -271,8 +281,9 @@ static void *live_waker(void *arg)
 	for (size_t i = 0; i < l->n; i++) {
 		while (atomic_load(&l->armed) != (int)i + 1)
 			vsched__relax();
-		uint64_t target = now_ns() + l->t->d[i];
-		if (l->t->d[i] > 200000) {
+		const uint64_t gap = l->t->d[i] < l->cap ? l->t->d[i] : l->cap;
+		uint64_t target = now_ns() + gap;
+		if (gap > 200000) {
 			struct timespec ts = { .tv_sec = (time_t)((target - 100000) / 1000000000ull),
 					       .tv_nsec = (long)((target - 100000) % 1000000000ull) };
 			clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
@@ -296,9 +307,15 @@ static struct outcome live_run(const struct pol *pl, const struct trace *t,
 	pthread_t th;
 	double sum = 0;
 
-	/* as many halts as fit the time budget */
-	for (l.n = 0; l.n < t->n && sum < budget_s * 1e9; l.n++)
-		sum += (double)t->d[l.n] + 20000;
+	/* The leading halts that fit the time budget, each with 20 us of
+	 * the loop's own; at least one, replayed at most the budget long. */
+	l.cap = (uint64_t)(budget_s * 1e9);
+	for (l.n = 0; l.n < t->n; l.n++) {
+		const double h = (double)(t->d[l.n] < l.cap ? t->d[l.n] : l.cap) + 20000;
+		if (l.n && sum + h > budget_s * 1e9)
+			break;
+		sum += h;
+	}
 	if (vsched_vm_create(&cfg, &vm) || vsched_request_declare(vm, K_A, &d) ||
 	    vsched_request_finalize(vm, 0) || vsched_vcpu_create(vm, 0, NULL, &l.v))
 		abort();
@@ -415,15 +432,18 @@ static int load_traces(struct trace *tr)
 	}
 	for (int i = 0; i < ntrace_files && !opt_family; i++) {
 		int rc = load_trace(trace_files[i], &tr[ntr]);
-		if (rc == -2) { /* a line that is no halt length: said */
+		if (rc == -1)
+			fprintf(stderr, "vsched-bench: policy: cannot read trace %s, or it "
+				"holds no halt\n", trace_files[i]);
+		/* A line that is no halt length (said), or a file the user
+		 * named that cannot be replayed: a usage error. */
+		if (rc == -2 || (rc == -1 && explicit_files)) {
 			for (int j = 0; j < ntr; j++)
 				free(tr[j].d);
 			return -1;
 		}
 		if (rc == 0)
 			ntr++;
-		else
-			fprintf(stderr, "cannot read trace %s\n", trace_files[i]);
 	}
 	for (unsigned g = 0; g < sizeof(gens) / sizeof(gens[0]) && !opt_files_only &&
 			     !explicit_files && ntr < MAX_TRACES; g++)

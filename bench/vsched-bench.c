@@ -64,7 +64,7 @@ int main(int argc, char **argv)
 			return 0;
 		}
 		else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
-			opt_runs = (int)opt_num("--runs", argv[++i], MAX_RUNS);
+			opt_runs = (int)opt_range("--runs", argv[++i], 1, MAX_RUNS);
 		else if ((n = bench_option(argc, argv, i)))
 			i += n - 1;
 		else if (argv[i][0] != '-' && !strcmp(which, "all"))
@@ -78,10 +78,6 @@ int main(int argc, char **argv)
 			usage(argv[0], stderr);
 			return 2;
 		}
-	}
-	if (opt_runs < 1) {
-		fprintf(stderr, "vsched-bench: --runs is 1-%d\n", MAX_RUNS);
-		return 2;
 	}
 	unsigned ran = 0;
 	for (unsigned i = 0; i < NBENCH; i++) {

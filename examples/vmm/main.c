@@ -251,8 +251,9 @@ bool vmm_kvm_available(void)
 static int choose_backend(struct cmdline *cl, const struct backend **be)
 {
 	struct vmm_options *o = &cl->o;
+	const bool chosen = o->backend != NULL;
 
-	if (!o->backend)
+	if (!chosen)
 		o->backend = vmm_kvm_available() ? "kvm" : "sim";
 	if (strcmp(o->backend, "kvm") == 0) {
 #ifdef VMM_WITH_KVM
@@ -268,6 +269,15 @@ static int choose_backend(struct cmdline *cl, const struct backend **be)
 #endif
 	} else if (strcmp(o->backend, "sim") == 0) {
 		*be = &vmm_sim_backend;
+		/* Asked for what only KVM runs, with no backend named: KVM is
+		 * not available here (a skip), not a bad command line. */
+		if (!chosen && ((o->workload & WL_FAULT) || strcmp(cl->irqchip, "user"))) {
+			fprintf(stderr, "vsched-vmm: %s needs /dev/kvm, which is not "
+					"usable here\n",
+				o->workload & WL_FAULT ? "the fault workload"
+						       : "the in-kernel irqchip");
+			return 77;
+		}
 		if (o->workload & WL_FAULT) {
 			fprintf(stderr, "vsched-vmm: the fault workload needs "
 					"real guest code: --backend kvm\n");
@@ -344,7 +354,7 @@ int main(int argc, char **argv)
 		.irqchip = "user",
 	};
 	struct vmm_options *o = &cl.o;
-	const struct backend *be;
+	const struct backend *be = NULL;
 	bool all_pass = true;
 	/* --irqchip both: each poll policy (or the one given), then kernel
 	 * (and kernel governed). */

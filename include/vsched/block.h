@@ -297,8 +297,10 @@ VSCHED_API int vsched_vcpu_set_guest_poll(struct vsched_vcpu *vcpu, bool allow);
  * @return 0, VSCHED_EINVAL, VSCHED_EEXIST (fd already added), VSCHED_ENOMEM
  * (no memory for the tables, or the kernel's epoll limit
  * max_user_watches), another negative errno from the kernel, VSCHED_ESTATE
- * (the vCPU is inside vsched_vcpu_block(), its hooks included: this is
- * not its thread, or a hook called it) or VSCHED_EDESTROYED.
+ * (a hook of the vCPU's own vsched_vcpu_block() called it; a call from
+ * another thread while the vCPU blocks is outside the context below, and
+ * its refusal is best effort: one that races the block's start can grow
+ * the tables under the sleep) or VSCHED_EDESTROYED.
  * States: OUTSIDE_GUEST, IN_GUEST, EXITING_GUEST.
  * Context: the vCPU's thread, or before the vCPU runs. Syscalls: the first
  * call epoll_create1, eventfd, timerfd_create; each epoll_ctl; a
