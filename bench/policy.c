@@ -38,6 +38,12 @@ static unsigned opt_weight = 4, opt_budget = 100;
 static int opt_decay = -1;
 static unsigned long long opt_seed;
 
+/* The cost model's options, 1 ns to 1 s; a trace's halts, at most
+ * HALT_NS_MAX (1,000 s: a halt plus any wakeup cost stays far below 2^64,
+ * and the replay's sums stay exact). */
+#define COST_NS_MAX 1000000000ull
+#define HALT_NS_MAX 1000000000000ull
+
 /* --trace FILE (up to MAX_TRACES; none: every .txt of bench/traces/),
  * --family PREFIX (only the generated traces whose name starts so, no
  * files), --files-only (no generated traces), --wake-ns N and --polled-ns N
@@ -45,12 +51,6 @@ static unsigned long long opt_seed;
  * --latency-weight N (the
  * adaptive policy's), --seed N (added to each generated trace's seed, to
  * draw other traces of the same families), --live. */
-/* The cost model's options, 1 ns to 1 s; a trace's halts, at most
- * HALT_NS_MAX (1,000 s: a halt plus any wakeup cost stays far below 2^64,
- * and the replay's sums stay exact). */
-#define COST_NS_MAX 1000000000ull
-#define HALT_NS_MAX 1000000000000ull
-
 static int policy_option(int argc, char **argv, int i)
 {
 	if (!strcmp(argv[i], "--trace") && i + 1 < argc && ntrace_files < MAX_TRACES)
