@@ -53,6 +53,7 @@ static int bench_option(int argc, char **argv, int i)
 int main(int argc, char **argv)
 {
 	const char *which = "all";
+	bool named = false; /* a benchmark name was given ("all" is one) */
 	for (int i = 1; i < argc; i++) {
 		int n;
 		if (!strcmp(argv[i], "--json"))
@@ -67,8 +68,10 @@ int main(int argc, char **argv)
 			opt_runs = (int)opt_range("--runs", argv[++i], 1, MAX_RUNS);
 		else if ((n = bench_option(argc, argv, i)))
 			i += n - 1;
-		else if (argv[i][0] != '-' && !strcmp(which, "all"))
+		else if (argv[i][0] != '-' && !named) {
 			which = argv[i];
+			named = true;
+		}
 		else if (argv[i][0] != '-') {
 			fprintf(stderr, "vsched-bench: one benchmark a run (%s, then %s)\n",
 				which, argv[i]);

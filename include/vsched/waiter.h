@@ -119,7 +119,8 @@ VSCHED_API int vsched_waiter_destroy(struct vsched_waiter *w);
  * @return VSCHED_WAKE_REQUEST (the condition holds), VSCHED_WAKE_FD,
  * VSCHED_WAKE_DEADLINE, VSCHED_WAKE_SIGNAL, VSCHED_EINVAL,
  * VSCHED_ESTATE (another thread is inside a wait on it already, or in
- * vsched_waiter_fd_add() or vsched_waiter_fd_del() on it), or the
+ * vsched_waiter_fd_add() or vsched_waiter_fd_del() on it, or the call
+ * comes from this waiter's own condition or hooks during a wait), or the
  * negative errno of a sleep that failed (as vsched_vcpu_block_ex()).
  * States: idle only. Context: one consumer thread at a time.
  */

@@ -36,6 +36,9 @@ expect 2 --quick --family exp-2us $model --seed abc policy
 expect 2 --quick --family exp-2us $model --seed -1 policy
 expect 0 --quick --family exp-2us $model --seed 7 policy
 expect 2 --runs 0 request
+# one benchmark a run, "all" included (all NAME ran NAME alone)
+expect 2 --quick --runs 1 all request
+expect 2 --quick --runs 1 request all
 expect 2 --quick --runs 1 --fd-msgs 0 fdsleep
 expect 2 --quick --runs 1 --io-family io-periodic-100us --hog 1 --contention 0 iothread
 # trace files: a named file that is missing or holds no halt; a halt over
