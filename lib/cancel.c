@@ -194,7 +194,8 @@ bool vsched__timer_filter(struct vsched_vcpu *v, unsigned r)
 					       !line_high(w, t1))) {
 				if (!rc)
 					observe(t, true);
-				adapt(t);
+				if (t->cancel == VSCHED_CANCEL_ADAPTIVE)
+					adapt(t);
 				vsched__count(&t->st.stale_cancelled);
 				VSCHED__TRACE2(timer_cancel, v->id, t->kind);
 				return false;
@@ -202,7 +203,9 @@ bool vsched__timer_filter(struct vsched_vcpu *v, unsigned r)
 		}
 	}
 	if (rc) {
-		adapt(t);
+		/* ADAPTIVE's choice only: under CANCEL its stats say 0 */
+		if (t->cancel == VSCHED_CANCEL_ADAPTIVE)
+			adapt(t);
 		goto deliver;
 	}
 	/* A deadline past vsched's range is in the far future: clamp it

@@ -921,6 +921,63 @@ static void test_bug_service_clock_jump(void **state)
 	vsched_vm_destroy(r.vm);
 }
 
+/* timer_read hooks of the CANCEL timer below: one that fails, one that
+ * disarms the timer it reads (the word changes during the read). */
+static int failing_read(struct vsched_vcpu *v, struct vsched_timer *t,
+			uint64_t *deadline, void *ctx)
+{
+	(void)v;
+	(void)t;
+	(void)ctx;
+	*deadline = 0;
+	return -EIO;
+}
+
+static int disarming_read(struct vsched_vcpu *v, struct vsched_timer *t,
+			  uint64_t *deadline, void *ctx)
+{
+	(void)v;
+	(void)ctx;
+	vsched_timer_disarm(t);
+	*deadline = 0;
+	return 0;
+}
+
+/* Session 29's timer hunt: under CANCEL a failed read, and a read during
+ * which the word changed, ran ADAPTIVE's choice, and the stats said
+ * adaptive_reading 1 (timer.h: 0 under the other policies). */
+static void test_bug_cancel_never_adaptive_reading(void **state)
+{
+	int (*const hooks[2])(struct vsched_vcpu *, struct vsched_timer *, uint64_t *,
+			      void *) = { failing_read, disarming_read };
+	(void)state;
+	for (int k = 0; k < 2; k++) {
+		struct rig r;
+		rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_CANCEL, false);
+		r.ops.timer_read = hooks[k];
+		/* the VM copied the ops at creation: a VM of these ops */
+		vsched_vm_destroy(r.vm);
+		struct vsched_timer_desc d = { .size = sizeof(d), .name = "t",
+					       .semantics = VSCHED_TIMER_ONESHOT,
+					       .kind = K_TIMER, .cancel = VSCHED_CANCEL_CANCEL };
+		r.vm = make_vm(&r.ops, 0);
+		declare(r.vm, K_TIMER, "timer", 1, 0, on_timer, NULL, 0);
+		assert_int_equal(vsched_request_finalize(r.vm, 0), 0);
+		r.v = r.h.vcpu = make_vcpu(r.vm, 0);
+		assert_int_equal(vsched_timer_create(r.v, &d, &r.t), 0);
+		r.h.now = 1000000;
+		for (int i = 0; i < 3; i++) {
+			r.h.now += 100000;
+			assert_int_equal(vsched_timer_arm(r.t, r.h.now), 0); /* due */
+			vsched_service(r.v);
+		}
+		struct vsched_timer_stats s = tstats(r.t);
+		assert_int_equal(s.state_reads, 3); /* each expiry was read */
+		assert_int_equal(s.adaptive_reading, 0);
+		vsched_vm_destroy(r.vm);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -943,6 +1000,7 @@ int main(void)
 		cmocka_unit_test(test_bug_adaptive_learns_reads_that_arm),
 		cmocka_unit_test(test_bug_keep_report_counts_once),
 		cmocka_unit_test(test_bug_service_clock_jump),
+		cmocka_unit_test(test_bug_cancel_never_adaptive_reading),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
