@@ -801,9 +801,9 @@ static int run_policy(void)
 					 pols[v->dominator].name, v->dom_lat, v->dom_cpu);
 			double ja = ad->cpu_per_halt + opt_weight * ad->mean_lat;
 			double jk = kv->cpu_per_halt + opt_weight * kv->mean_lat;
-			char r1[32], r2[32], r3[32], r4[32];
+			char r1[32], r2[32], r3[32], r4[32], r5[32];
 			printf("%-22s %-4s %6.2f/%7.2f %6.2f/%7.2f %6s/%6s/%7s%s %4d "
-			       "%7s%s %6.3f%s %s\n",
+			       "%7s%s %6s%s %s\n",
 			       tr[i].name, pols[inc].name, df->mean_lat / 1e3,
 			       df->cpu_per_halt / 1e3, kv->mean_lat / 1e3,
 			       kv->cpu_per_halt / 1e3, rtxt(r1, sizeof(r1), v->dflt_cpu, 2, ""),
@@ -811,7 +811,8 @@ static int run_policy(void)
 			       rtxt(r3, sizeof(r3), v->dflt_mean, 2, "x"),
 			       v->dflt_ok ? " " : "!",
 			       v->knob_dominated, rtxt(r4, sizeof(r4), v->product, 3, ""),
-			       v->product_ok ? " " : "!", ja / jk, ja <= jk * 1.001 ? " " : "!",
+			       v->product_ok ? " " : "!", rtxt(r5, sizeof(r5), ratio_of(ja, jk), 3, ""),
+			       ja <= jk * 1.001 ? " " : "!",
 			       fr);
 			j_ok += ja <= jk * 1.001;
 			f_ok += v->dominator < 0;

@@ -48,6 +48,13 @@ printf '# only a comment\n' > "$dir/empty.txt"
 expect 2 --quick $model --trace "$dir/empty.txt" policy
 printf '1000\n18446744073709551615\n2000\n' > "$dir/huge.txt"
 expect 2 --quick $model --trace "$dir/huge.txt" policy
+# halts of 0 ns: every ratio is defined or n/a, never nan (J/inc was)
+printf '0\n0\n0\n' > "$dir/zeros.txt"
+expect 0 --quick $model --latency-weight 0 --trace "$dir/zeros.txt" policy
+if grep -qi nan "$dir/out"; then
+	echo "FAIL: a trace of 0 ns halts printed nan"
+	fail=1
+fi
 # a line longer than any buffer, its comment included, is one line
 { printf '1000 # '; head -c 1000 /dev/zero | tr '\0' x; printf '\n2000\n3000\n'; } > "$dir/long.txt"
 expect 0 --quick $model --trace "$dir/long.txt" policy
