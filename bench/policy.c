@@ -296,6 +296,24 @@ static void *live_waker(void *arg)
 	return NULL;
 }
 
+/* How many of t's halts --live replays in budget_s: the leading ones
+ * that fit, each with 20 us of the loop's own; at least one, replayed at
+ * most the budget long (live_waker()). */
+static size_t live_halts(const struct trace *t, double budget_s)
+{
+	const uint64_t cap = (uint64_t)(budget_s * 1e9);
+	double sum = 0;
+	size_t n;
+
+	for (n = 0; n < t->n; n++) {
+		const double h = (double)(t->d[n] < cap ? t->d[n] : cap) + 20000;
+		if (n && sum + h > budget_s * 1e9)
+			break;
+		sum += h;
+	}
+	return n;
+}
+
 static struct outcome live_run(const struct pol *pl, const struct trace *t,
 			       double budget_s)
 {
@@ -305,17 +323,9 @@ static struct outcome live_run(const struct pol *pl, const struct trace *t,
 	struct live l = { .t = t };
 	struct outcome o = { 0 };
 	pthread_t th;
-	double sum = 0;
 
-	/* The leading halts that fit the time budget, each with 20 us of
-	 * the loop's own; at least one, replayed at most the budget long. */
 	l.cap = (uint64_t)(budget_s * 1e9);
-	for (l.n = 0; l.n < t->n; l.n++) {
-		const double h = (double)(t->d[l.n] < l.cap ? t->d[l.n] : l.cap) + 20000;
-		if (l.n && sum + h > budget_s * 1e9)
-			break;
-		sum += h;
-	}
+	l.n = live_halts(t, budget_s);
 	if (vsched_vm_create(&cfg, &vm) || vsched_request_declare(vm, K_A, &d) ||
 	    vsched_request_finalize(vm, 0) || vsched_vcpu_create(vm, 0, NULL, &l.v))
 		abort();
@@ -772,10 +782,15 @@ static int run_policy(void)
 		return 1;
 	}
 	calibrate(&c_poll, &c_wake, &c_sleep);
+	const double live_s = opt_quick ? 0.2 : 1.0;
 	for (int i = 0; i < ntr; i++) {
 		setup_pols(pols, &tr[i], c_wake, c_sleep);
+		if (opt_live && !opt_json)
+			printf("\n%s: --live replays the first %zu of %zu halts (%.1f s a "
+			       "policy)\n", tr[i].name, live_halts(&tr[i], live_s), tr[i].n,
+			       live_s);
 		for (int k = 0; k < NPOL; k++)
-			res[i][k] = opt_live ? live_run(&pols[k], &tr[i], opt_quick ? 0.2 : 1.0)
+			res[i][k] = opt_live ? live_run(&pols[k], &tr[i], live_s)
 					     : replay(&pols[k], &tr[i], c_poll, c_wake, c_sleep);
 		ver[i] = print_trace(&tr[i], pols, res[i]);
 	}

@@ -953,18 +953,7 @@ static void test_bug_cancel_never_adaptive_reading(void **state)
 	(void)state;
 	for (int k = 0; k < 2; k++) {
 		struct rig r;
-		rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_CANCEL, false);
-		r.ops.timer_read = hooks[k];
-		/* the VM copied the ops at creation: a VM of these ops */
-		vsched_vm_destroy(r.vm);
-		struct vsched_timer_desc d = { .size = sizeof(d), .name = "t",
-					       .semantics = VSCHED_TIMER_ONESHOT,
-					       .kind = K_TIMER, .cancel = VSCHED_CANCEL_CANCEL };
-		r.vm = make_vm(&r.ops, 0);
-		declare(r.vm, K_TIMER, "timer", 1, 0, on_timer, NULL, 0);
-		assert_int_equal(vsched_request_finalize(r.vm, 0), 0);
-		r.v = r.h.vcpu = make_vcpu(r.vm, 0);
-		assert_int_equal(vsched_timer_create(r.v, &d, &r.t), 0);
+		rig_up_hooks(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_CANCEL, hooks[k], NULL);
 		r.h.now = 1000000;
 		for (int i = 0; i < 3; i++) {
 			r.h.now += 100000;

@@ -41,16 +41,20 @@ struct rig {
 	struct vsched_timer *t;
 };
 
-static inline void rig_up_clock(struct rig *r, unsigned semantics,
-				unsigned cancel, bool nested, uint64_t (*now_ns)(void *ctx))
+/* The rig with the host's timer_read `read_fn` (NULL: none) and clock
+ * `now_ns` (NULL: the fake host's). */
+static inline void rig_up_hooks(struct rig *r, unsigned semantics, unsigned cancel,
+				int (*read_fn)(struct vsched_vcpu *, struct vsched_timer *,
+					    uint64_t *, void *),
+				uint64_t (*now_ns)(void *ctx))
 {
 	struct vsched_timer_desc d = { .size = sizeof(d), .name = "t",
 				       .semantics = semantics, .kind = K_TIMER,
 				       .cancel = cancel };
 	memset(r, 0, sizeof(*r));
 	r->ops = fake_ops(&r->h);
-	if (nested)
-		r->ops.timer_read = timer_read;
+	if (read_fn)
+		r->ops.timer_read = read_fn;
 	if (now_ns)
 		r->ops.now_ns = now_ns;
 	r->vm = make_vm(&r->ops, 0);
@@ -61,6 +65,12 @@ static inline void rig_up_clock(struct rig *r, unsigned semantics,
 	assert_int_equal(vsched_timer_create(r->v, &d, &r->t), 0);
 	delivered = reads = 0;
 	read_cost = 0;
+}
+
+static inline void rig_up_clock(struct rig *r, unsigned semantics,
+				unsigned cancel, bool nested, uint64_t (*now_ns)(void *ctx))
+{
+	rig_up_hooks(r, semantics, cancel, nested ? timer_read : NULL, now_ns);
 }
 
 static inline void rig_up(struct rig *r, unsigned semantics, unsigned cancel,
