@@ -123,19 +123,11 @@ bool vsched__timer_filter(struct vsched_vcpu *v, unsigned r)
 	 * (level) no longer asserted. */
 	stale = !(w & EXPIRED) ||
 		(t->semantics == VSCHED_TIMER_LEVEL && !line_high(w, now));
-	/* LEVEL, latched but the line low at `now`: the VM's clock stepped
-	 * back below CVAL since the post (every other fall unlatches in its
-	 * own RMW). The line fell: unlatch, as every fall does, so that its
-	 * next rise (the clock passing CVAL again) posts; left latched, the
-	 * timer could never post again (fire_deadline() is NONE), whether
-	 * this expiry is dropped or, KEEP, delivered as a spurious one. A
-	 * concurrent arm or set_ctl wins the CAS. */
-	if (t->semantics == VSCHED_TIMER_LEVEL && (w & EXPIRED) && !(w & OFF) &&
-	    deadline_of(w) > now) {
-		uint64_t expect = w, n = w & ~EXPIRED;
-		if (atomic_compare_exchange_strong(&t->word, &expect, n))
-			vsched__service_note(v->vm, fire_deadline(n));
-	}
+	/* LEVEL, latched but the line low: the VM's clock stepped back below
+	 * CVAL since the post. Unlatched whether this expiry is dropped or,
+	 * KEEP, delivered as a spurious one. */
+	if (level_fell(t, w, now))
+		vsched__timer_unlatch_fallen(t);
 	if (t->cancel == VSCHED_CANCEL_KEEP) {
 		if (stale) {
 			vsched__count(&t->st.stale_delivered);

@@ -21,7 +21,10 @@
  * disarming, the filter moving vsched's view to the guest's future
  * deadline) clears EXPIRED in the same RMW, so EXPIRED implies the line is
  * high, and the next rising edge (time, arm into the past, enable, unmask)
- * posts again.
+ * posts again. All but one: an injected clock that steps back below CVAL
+ * lowers the line with no RMW. The next look at the timer that finds it so
+ * (a fire check, the filter) clears EXPIRED then, on a clock read after
+ * the word (vsched__timer_unlatch_fallen()).
  */
 #include <string.h>
 

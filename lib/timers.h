@@ -115,8 +115,26 @@ static inline int post_expiry(struct vsched_timer *t)
 	return 1;
 }
 
+/* LEVEL, latched, gate open, and the line low at `now`: the VM's clock
+ * stepped back below CVAL since the post (every other fall clears EXPIRED
+ * in its own RMW). Judged on a clock read after loading `w`, this is a
+ * fall; on an older clock it is only a hint to look again. */
+static inline bool level_fell(const struct vsched_timer *t, uint64_t w, uint64_t now)
+{
+	return t->semantics == VSCHED_TIMER_LEVEL && (w & (EXPIRED | OFF)) == EXPIRED &&
+	       deadline_of(w) > now;
+}
+
+/* Load the word, read the clock, and if level_fell(): unlatch, so that the
+ * next rise (the clock passing CVAL again) posts, and tell the service and
+ * a sleeping vCPU of the deadline, as an arm into the future does. Left
+ * latched, the timer could never post again (fire_deadline() is NONE). A
+ * concurrent arm or set_ctl wins the CAS. Any thread (lib/tservice.c). */
+void vsched__timer_unlatch_fallen(struct vsched_timer *t);
+
 /* Post timer `t`'s expiry if it is due at `now` and not yet posted: 1 if
- * it posted. Any thread. */
+ * it posted. A latched LEVEL line found low is unlatched (a clock step
+ * back: it can post again at CVAL). Any thread. */
 static inline int vsched__timer_fire_one(struct vsched_timer *t, uint64_t now)
 {
 	uint64_t w = atomic_load_explicit(&t->word, memory_order_acquire);
@@ -127,6 +145,9 @@ static inline int vsched__timer_fire_one(struct vsched_timer *t, uint64_t now)
 			return post_expiry(t);
 		}
 	}
+	/* `now` may predate the load: confirmed on a fresh clock. */
+	if (VSCHED__UNLIKELY(level_fell(t, w, now)))
+		vsched__timer_unlatch_fallen(t);
 	return 0;
 }
 

@@ -94,6 +94,23 @@ void vsched__service_note(struct vsched_vm *vm, uint64_t d)
 	urcu_bp_read_unlock();
 }
 
+/* Here, beside the service it tells, rather than in lib/timer.c: the
+ * service's dispatch calls it (through fire_one()), and lib/timer.c calls
+ * the service. */
+void vsched__timer_unlatch_fallen(struct vsched_timer *t)
+{
+	const struct vsched_host_ops *ops = &t->vcpu->vm->ops;
+	uint64_t w = atomic_load_explicit(&t->word, memory_order_acquire);
+
+	if (level_fell(t, w, ops->now_ns(ops->ctx)) &&
+	    atomic_compare_exchange_strong_explicit(&t->word, &w, w & ~EXPIRED,
+						    memory_order_seq_cst,
+						    memory_order_relaxed)) {
+		vsched__service_note(t->vcpu->vm, deadline_of(w));
+		vsched__mode_rewake(t->vcpu);
+	}
+}
+
 int vsched_timer_service_create(struct vsched_vm *vm, struct vsched_timer_service **out)
 {
 	struct vsched_timer_service *s, *none = NULL;

@@ -342,6 +342,14 @@ VSCHED_API int vsched_timer_service_run(struct vsched_timer_service *s);
  * fd readable and calls dispatch(). A vCPU asleep in a block converts its
  * own deadline: vsched_vcpu_kick() it (block.h). Needless with the default
  * clock. Added in 0.3.
+ * A step back lowers every LEVEL line whose CVAL it moved ahead of the
+ * clock with no write of the timer: the first look at such a timer after
+ * the step (this dispatch, a vCPU's fire check at entry or in a block)
+ * unlatches an expiry posted before it, so that the line's next rise
+ * posts again. Step the clock while the VM is paused and make that look
+ * before it resumes: a line that the clock lowers and raises again before
+ * anything looks at the timer is one high period to vsched (no second
+ * post).
  * @return 0, VSCHED_EINVAL or the negative errno of its failed
  * timerfd_settime (the fd may not ring then: call dispatch(), or run()
  * returns that error). Context: any thread, while the service lives: not

@@ -33,6 +33,10 @@ timer.pml CTL_SPLIT fail
 timer.pml ARM_OLD_LATE fail
 timer.pml ARM_STALE_CLOCK fail
 timer.pml REACH_FALL_RISE fail
+timer.pml STEP_BACK pass
+timer.pml NO_UNLATCH fail
+timer.pml UNLATCH_STALE_CLOCK fail
+timer.pml REACH_STEP_UNLATCH fail
 kvm.pml - pass
 kvm.pml CLEAR_LATE fail
 kvm.pml SIGNAL_ONLY fail

@@ -6,6 +6,11 @@
  * fire, on a clock that ticks at any moment, also between an operation's
  * clock read and its RMW and between the arm's two clock reads, so that a
  * re-arm into the future can find its deadline passed by its second read.
+ * Once, the clock may step back to 0 (an injected VM clock set back): as
+ * vsched's contract asks, while the VM is paused (no operation in flight)
+ * and followed by a look at the timer before the VM resumes and the clock
+ * runs on (vsched_timer_service_clock_changed()'s dispatch; a kicked vCPU's
+ * fire check does the same). The step lowers a high line with no RMW.
  *
  * The timer word holds the deadline (0: disarmed), the gate (OFF: disabled
  * or masked) and EXPIRED (posted in the current high period); every change
@@ -16,7 +21,11 @@
  *               else: post old if it could fire at `at`; if n can fire at
  *               `now`: fire(now).
  *   fire(s):    (s read before) w = load; while w can fire at s:
- *               CAS(w -> w | EXPIRED) and post.
+ *               CAS(w -> w | EXPIRED) and post. Then, if w is latched
+ *               with the gate open and its deadline after s (a hint: s
+ *               may predate the load): w = load; f = clock; if still so
+ *               at f: CAS(w -> w without EXPIRED) (the line fell by a
+ *               step back; unlatched, its next rise posts).
  *   set_ctl:    s = clock; w = load; loop { close: n = OFF, EXPIRED
  *               cleared; open: n = gate open, | EXPIRED and post if n
  *               can fire at s; CAS(w -> n) }.
@@ -41,9 +50,15 @@
  *       current high period (or can still fire: the service stops only
  *       when nothing can, so this is "posted");
  *   a high period that a re-arm ended (the old deadline had passed) was
- *   posted; EXPIRED implies the line is high after every RMW.
+ *   posted; EXPIRED implies the line is high after every RMW (the step
+ *   lowers a line with no RMW, and the look after it unlatches); a fire
+ *   unlatches only after a step.
  *
- * Broken variants (each must fail):
+ * Configurations (each must pass):
+ *   (none)              no step back, ARMS = TOGGLES = 3
+ *   -DSTEP_BACK         the clock may step back once, ARMS = TOGGLES = 2
+ *
+ * Broken variants (each must fail; the step-back ones run with STEP_BACK):
  *   -DREARM_LOAD_STORE  re-arm reads the word, then stores (no atomic RMW)
  *   -DFIRE_NO_CAS       the service checks, then stores (no CAS)
  *   -DLEVEL_LATCH       closing the gate keeps EXPIRED (the latch that lost
@@ -57,23 +72,55 @@
  *                       word, and keeps it across CAS retries (a fire that
  *                       saw a later clock lands first; the arm takes a
  *                       still-high line for a fall and posts it again)
+ *   -DNO_UNLATCH        the fire leaves a latched line it finds low latched
+ *                       (before session 30: after a step back, the next
+ *                       rise never posts, a lost expiry)
+ *   -DUNLATCH_STALE_CLOCK  the fire unlatches on its own clock, read before
+ *                       it loaded the word (an arm that latched on a later
+ *                       clock is undone: a second post in one high period)
  * Reachability (must fail, proving the model reaches the case):
  *   -DREACH_FALL_RISE   asserts that no re-arm over a posted (EXPIRED) line
  *                       to a deadline ahead of its first clock read but
  *                       passed by its second goes on to fire it: the legal
  *                       double post (the line fell at the RMW and rose
  *                       again inside the arm).
+ *   -DREACH_STEP_UNLATCH asserts that no fire unlatches a line: its failure
+ *                       proves that the step back and the look are reached.
  */
 
+#if defined(NO_UNLATCH) || defined(REACH_STEP_UNLATCH)
+#define STEP_BACK
+#endif
+
 #define T 3        /* the clock runs 0..T */
+#ifndef STEP_BACK
 #define ARMS 3     /* re-arms, each to a deadline in 0..T (0 disarms) */
 #define TOGGLES 3  /* set_ctl writes, each closing or opening the gate */
+#else
+/* The step back doubles the clock's run: fewer writes keep the search
+ * under a minute. */
+#define ARMS 2
+#define TOGGLES 2
+#endif
 
 byte clk = 0;
 byte w_d = 2;      /* the word: deadline */
 bit w_x = 0;       /* EXPIRED */
 bit w_off = 0;     /* gate closed */
 bit guest_done, clock_done;
+bit stepped;       /* the clock stepped back (once at most) */
+bit paused;        /* the VM is paused: the step and its look */
+byte busy;         /* guest operations and service fires in flight */
+
+/* An operation (a guest write, a service fire) starts only while the VM
+ * runs, and the step waits for those in flight. */
+#ifdef STEP_BACK
+#define OP_BEGIN atomic { !paused -> busy++ }
+#define OP_END busy--
+#else
+#define OP_BEGIN skip
+#define OP_END skip
+#endif
 
 /* ghosts */
 byte ht = 0;       /* the time the word's history has reached */
@@ -159,13 +206,59 @@ inline FIRE(s)
 #endif
 	:: else -> break
 	od;
-	atomic { fd = 0; fx = 0; foff = 0; fp = 0 }
+	/* vsched__timer_unlatch_fallen(): latched, gate open, the line low at
+	 * s; s may predate the load, so the judgment is made again on a fresh
+	 * load and a clock read after it. */
+	if
+	:: fx && !foff && fd > s ->
+#ifndef UNLATCH_STALE_CLOCK
+		atomic { fd = w_d; fx = w_x; foff = w_off };
+		fs = clk;
+#else
+		fs = s;
+#endif
+		atomic {
+			if
+#ifndef NO_UNLATCH
+			:: fx && !foff && fd > fs &&
+			   w_d == fd && w_x == fx && w_off == foff ->
+#ifdef REACH_STEP_UNLATCH
+				assert(0);
+#endif
+				assert(stepped); /* only a step lowers a latched line */
+				ADVANCE(fs);
+				WRITE(fd, 0, foff)
+#endif
+			:: else -> skip
+			fi
+		}
+	:: else -> skip
+	fi;
+	atomic { fd = 0; fx = 0; foff = 0; fp = 0; fs = 0 }
 }
 
 proctype clock()
 {
+	byte fd, fp, fs;
+	bit fx, foff;
 	do
 	:: clk < T -> clk++
+#ifdef STEP_BACK
+	:: atomic {
+		!stepped && clk > 0 && busy == 0 ->
+		/* The VM paused; its clock steps back to 0. The history
+		 * reaches the step (a rise before it counts), then the line
+		 * falls with no RMW: no deadline is due at 0. */
+		stepped = 1;
+		paused = 1;
+		ADVANCE(clk);
+		clk = 0;
+		ht = 0
+	   };
+	   /* The look before the VM resumes: clock_changed()'s dispatch. */
+	   FIRE(clk);
+	   paused = 0
+#endif
 	:: break
 	od;
 	clock_done = 1
@@ -181,10 +274,11 @@ proctype guest()
 {
 	byte a = 0, c = 0, d, at, now, o_d, p_old, p_new, s, cd, cp;
 	bit ox, ooff, still, cx, coff, open, post;
-	byte fd, fp;
+	byte fd, fp, fs;
 	bit fx, foff;
 	do
 	:: a < ARMS ->
+		OP_BEGIN;
 		/* vsched_timer_arm(d), 0 disarms */
 		if
 		:: d = 0
@@ -252,10 +346,12 @@ proctype guest()
 		fi;
 		atomic {
 			a++;
+			OP_END;
 			d = 0; at = 0; now = 0; o_d = 0; p_old = 0; p_new = 0;
 			ox = 0; ooff = 0; still = 0
 		}
 	:: c < TOGGLES ->
+		OP_BEGIN;
 		/* vsched_timer_set_ctl(): close or open the gate */
 		if
 		:: open = 0
@@ -295,6 +391,7 @@ proctype guest()
 		fi;
 		atomic {
 			c++;
+			OP_END;
 			s = 0; cd = 0; cp = 0; cx = 0; coff = 0; open = 0; post = 0
 		}
 	:: break
@@ -304,10 +401,13 @@ proctype guest()
 
 proctype service()
 {
-	byte s, fd, fp;
+	byte s, fd, fp, fs;
 	bit fx, foff;
 	do
-	:: s = clk; FIRE(s); s = 0
+	:: OP_BEGIN;
+	   s = clk;
+	   FIRE(s);
+	   atomic { s = 0; OP_END }
 	:: atomic {
 		guest_done && clock_done &&
 		!CANFIRE(w_d, w_x, w_off, clk) -> break

@@ -967,6 +967,62 @@ static void test_bug_cancel_never_adaptive_reading(void **state)
 	}
 }
 
+/* Session 29's timer hunt (helper-83): the VM's clock steps back below a
+ * LEVEL timer's CVAL *after* its expiry was delivered. The line fell with
+ * nothing to see it (the filter looks only at a pending post), and the
+ * timer stayed latched: when the clock passed CVAL again, neither the
+ * vCPU's fire check nor the service posted, and the guest's interrupt was
+ * lost for good. A fire check that finds the line low (the clock, read
+ * after the word, short of CVAL) now unlatches it, as the filter does.
+ * Both observers: the vCPU's own check (entry, block) and the service's
+ * dispatch after vsched_timer_service_clock_changed(). */
+static void test_bug_level_step_back_after_delivery(void **state)
+{
+	(void)state;
+	for (int by_service = 0; by_service < 2; by_service++) {
+		struct vsched_timer_service *svc = NULL;
+		struct rig r;
+		uint64_t next;
+		bool exp;
+
+		rig_up(&r, VSCHED_TIMER_LEVEL, VSCHED_CANCEL_CANCEL, false);
+		if (by_service)
+			assert_int_equal(vsched_timer_service_create(r.vm, &svc), 0);
+		r.h.now = 150;
+		assert_int_equal(vsched_timer_arm(r.t, 100), 0); /* into the past */
+		assert_int_equal(vsched_service(r.v), 1);
+		assert_int_equal(delivered, 1);
+		/* Still high: latched, nothing more to post or wait for. */
+		assert_int_equal(vsched_vcpu_fire_timers(r.v), 0);
+		assert_int_equal(vsched_vcpu_next_timer(r.v, &next), 0);
+		assert_int_equal(next, UINT64_MAX);
+		r.h.now = 50; /* the VM's clock steps back below CVAL */
+		if (by_service) {
+			assert_int_equal(vsched_timer_service_clock_changed(svc), 0);
+			assert_int_equal(vsched_timer_service_dispatch(svc), 0);
+		} else {
+			assert_int_equal(vsched_vcpu_fire_timers(r.v), 0);
+		}
+		assert_int_equal(vsched_timer_get(r.t, NULL, &exp), 0);
+		assert_false(exp); /* the line is low */
+		assert_int_equal(vsched_vcpu_next_timer(r.v, &next), 0);
+		assert_int_equal(next, 100);
+		/* The clock passes CVAL again: the line rises, posted once. */
+		r.h.now = 200;
+		if (by_service)
+			assert_int_equal(vsched_timer_service_dispatch(svc), 1);
+		else
+			assert_int_equal(vsched_vcpu_fire_timers(r.v), 1);
+		assert_int_equal(vsched_vcpu_fire_timers(r.v), 0);
+		assert_int_equal(vsched_service(r.v), 1);
+		assert_int_equal(delivered, 2);
+		assert_int_equal(tstats(r.t).fired, 2);
+		if (svc)
+			assert_int_equal(vsched_timer_service_destroy(svc), 0);
+		vsched_vm_destroy(r.vm);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -990,6 +1046,7 @@ int main(void)
 		cmocka_unit_test(test_bug_keep_report_counts_once),
 		cmocka_unit_test(test_bug_service_clock_jump),
 		cmocka_unit_test(test_bug_cancel_never_adaptive_reading),
+		cmocka_unit_test(test_bug_level_step_back_after_delivery),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
