@@ -825,14 +825,18 @@ int vsched_vcpu_block_ex(struct vsched_vcpu *v, uint64_t deadline,
 		return r;
 	struct target t = { .op = &vcpu_ops, .s = &v->sl, .vcpu = v,
 			    .id = (int)v->id };
-	/* The vCPU's own thread is its only caller (block.h): a plain flag
-	 * refuses what that thread does from the engine's hooks (a block, a
-	 * destroy), without an atomic read-modify-write a halt. */
-	if (atomic_load_explicit(&v->sl.in_engine, memory_order_relaxed))
+	/* Claimed by exchange, as vsched__run_engine() does: it refuses what
+	 * the vCPU's thread does from the engine's hooks (a block, a
+	 * destroy), and it orders the block against an fd_add or fd_del of
+	 * the vCPU made on another thread (outside their context), which
+	 * claim it too: one of the two is refused, so no table grows under a
+	 * sleep. A plain load and store let both in (session 29: the kernel
+	 * wrote a freed event array). One uncontended exchange a halt. Not
+	 * a fence of the kick protocol: no waker reads the flag. */
+	if (atomic_exchange_explicit(&v->sl.in_engine, true, memory_order_acquire))
 		return VSCHED_ESTATE;
-	atomic_store_explicit(&v->sl.in_engine, true, memory_order_relaxed);
 	r = engine(&t, deadline, copied ? &copy : res);
-	atomic_store_explicit(&v->sl.in_engine, false, memory_order_relaxed);
+	atomic_store_explicit(&v->sl.in_engine, false, memory_order_release);
 	if (copied)
 		vsched__result_out(res, &copy);
 	return r;

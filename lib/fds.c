@@ -373,10 +373,15 @@ int vsched_vcpu_fd_add(struct vsched_vcpu *v, int fd, uint32_t events,
 		return rc;
 	/* Inside vsched_vcpu_block() the word says OUTSIDE_GUEST in its
 	 * looks and hooks: the tables must not change under them (a look's
-	 * event array, freed by a growth, would take the kernel's events). */
-	if (atomic_load_explicit(&v->sl.in_engine, memory_order_relaxed))
+	 * event array, freed by a growth, would take the kernel's events).
+	 * The change claims the flag as the block does, so a block that
+	 * starts meanwhile (on the vCPU's thread, while this runs on
+	 * another) is refused rather than sleeping on tables being grown. */
+	if (atomic_exchange_explicit(&v->sl.in_engine, true, memory_order_acquire))
 		return VSCHED_ESTATE;
-	return vsched__sleeper_fd_add(&v->sl, fd, events, tag);
+	rc = vsched__sleeper_fd_add(&v->sl, fd, events, tag);
+	atomic_store_explicit(&v->sl.in_engine, false, memory_order_release);
+	return rc;
 }
 
 int vsched_vcpu_fd_del(struct vsched_vcpu *v, int fd)
@@ -387,9 +392,11 @@ int vsched_vcpu_fd_del(struct vsched_vcpu *v, int fd)
 		return VSCHED_EINVAL;
 	if ((rc = vsched__vcpu_allowed(v, VSCHED__C_VCPU_FD_DEL)))
 		return rc;
-	if (atomic_load_explicit(&v->sl.in_engine, memory_order_relaxed))
+	if (atomic_exchange_explicit(&v->sl.in_engine, true, memory_order_acquire))
 		return VSCHED_ESTATE; /* as vsched_vcpu_fd_add() */
-	return vsched__sleeper_fd_del(&v->sl, fd);
+	rc = vsched__sleeper_fd_del(&v->sl, fd);
+	atomic_store_explicit(&v->sl.in_engine, false, memory_order_release);
+	return rc;
 }
 
 /* The caller's block result (lib/abi.h rule). */

@@ -228,7 +228,9 @@ struct vsched_block_result {
  * @return enum vsched_wake_reason, or VSCHED_EINVAL, VSCHED_EDESTROYED,
  * VSCHED_ESTATE (not OUTSIDE_GUEST, called from the hooks of a block
  * in progress, or its own blocking or unblocking hook entered the guest:
- * the mode word as the hook left it), or the negative errno of a sleep that failed (the futex
+ * the mode word as the hook left it; or a vsched_vcpu_fd_add() or
+ * vsched_vcpu_fd_del() of this vCPU runs on another thread, outside its
+ * context), or the negative errno of a sleep that failed (the futex
  * wait's or epoll_pwait's: -EPERM from a seccomp filter, -EFAULT ...;
  * or what a custom `wait` returned besides 0, -ETIMEDOUT and -EINTR),
  * returned at once rather than retried.
@@ -297,10 +299,10 @@ VSCHED_API int vsched_vcpu_set_guest_poll(struct vsched_vcpu *vcpu, bool allow);
  * @return 0, VSCHED_EINVAL, VSCHED_EEXIST (fd already added), VSCHED_ENOMEM
  * (no memory for the tables, or the kernel's epoll limit
  * max_user_watches), another negative errno from the kernel, VSCHED_ESTATE
- * (a hook of the vCPU's own vsched_vcpu_block() called it; a call from
- * another thread while the vCPU blocks is outside the context below, and
- * its refusal is best effort: one that races the block's start can grow
- * the tables under the sleep) or VSCHED_EDESTROYED.
+ * (a hook of the vCPU's own vsched_vcpu_block() called it, or, outside
+ * the context below, another thread called it while the vCPU blocks: the
+ * block and the table change each claim the vCPU's tables, and whichever
+ * comes second is refused, the block too) or VSCHED_EDESTROYED.
  * States: OUTSIDE_GUEST, IN_GUEST, EXITING_GUEST.
  * Context: the vCPU's thread, or before the vCPU runs. Syscalls: the first
  * call epoll_create1, eventfd, timerfd_create; each epoll_ctl; a

@@ -42,10 +42,12 @@ kvm.pml CLEAR_LATE fail
 kvm.pml SIGNAL_ONLY fail
 kvm.pml RUN_ON_CANCEL fail
 sleeper.pml - pass
+sleeper.pml NO_CLAIM pass
 sleeper.pml WAKER_USE_EVFD fail
 sleeper.pml SPLIT_MECH fail
 sleeper.pml NO_GRACE_PERIOD fail
 sleeper.pml NO_DESTROYED_CHECK fail
+sleeper.pml CLAIM_LOAD_STORE fail
 destroy.pml - pass
 destroy.pml ARM_XCHG fail
 destroy.pml LEAVE_XCHG fail

@@ -9,9 +9,9 @@
  * long the eventfd lives. Destroy against the sleeper itself (a destroy
  * that races the block) is destroy.pml's.
  *
- * Another thread makes the vCPU's first vsched_vcpu_fd_add() at any point,
- * also while the vCPU sleeps (its state check read the word just before
- * the arm): it builds the epoll set, then the kernel may refuse the
+ * Another thread makes the vCPU's first vsched_vcpu_fd_add(): between
+ * blocks, as its claim below allows, or (NO_CLAIM) at any point, also
+ * while the vCPU sleeps: it builds the epoll set, then the kernel may refuse the
  * caller's fd; only a fully built set is published, by use_evfd. The vCPU
  * thread blocks a few times. Each arm reads use_evfd and publishes it in
  * sleep_evfd, then exchanges BLOCKED into the word, re-checks, and sleeps
@@ -28,10 +28,22 @@
  * anything. (The kick and wake callbacks are callouts of the same shape;
  * the eventfd write stands for all three.)
  *
+ * The fd tables are the owner's. A block and an fd_add (or fd_del) each
+ * claim `in_engine` by exchange for their whole run; the one that finds it
+ * claimed is refused (VSCHED_ESTATE), so an fd_add on another thread never
+ * grows the tables under a block's looks and sleep (a growth frees the
+ * event array epoll_pwait writes). So an fd_add lands only between
+ * blocks; the mechanism must not depend on that, and the configuration
+ * NO_CLAIM (an fd_add that ignores the flag, landing anywhere: the code
+ * before session 30, where its check could pass just before an arm) must
+ * pass too. WAKER_USE_EVFD and SPLIT_MECH, mechanism mistakes that only
+ * such an fd_add exposes, run in it.
+ *
  * Properties:
  *  - no lost wakeup: whenever everything is stuck with the vCPU asleep, no
  *    request is pending (a waker still in flight is not stuck);
- *  - no write into a closed eventfd (a reused fd number).
+ *  - no write into a closed eventfd (a reused fd number);
+ *  - no table growth while the vCPU is inside a block.
  *
  * Broken variants (each must fail):
  *   -DWAKER_USE_EVFD      the waker reads use_evfd, not the arm's
@@ -47,6 +59,9 @@
  *   -DNO_DESTROYED_CHECK  the waker does not re-check the word after
  *                         counting itself in: it may start after destroy's
  *                         wait (late write)
+ *   -DCLAIM_LOAD_STORE    the code before session 30: the block checks the
+ *                         flag then stores it, the fd_add only checks it
+ *                         (a growth inside a block)
  */
 
 #define NP 2      /* posters, one post each */
@@ -68,10 +83,38 @@ bit futex_asleep;
 byte callouts;    /* wakers inside a callout */
 bit vcpu_done;
 bit fd_done;
+bit in_engine;    /* claimed by a block or by the fd_add */
+bit in_block;     /* ghost: the vCPU is inside a block */
+bit growing;      /* ghost: the fd_add is changing the tables */
+
+#if defined(WAKER_USE_EVFD) || defined(SPLIT_MECH)
+#define NO_CLAIM
+#endif
+
+/* Claim the flag: `got` says whether this side got it. */
+#ifndef CLAIM_LOAD_STORE
+#define CLAIM(got) atomic { got = !in_engine; in_engine = 1 }
+#endif
 
 /* vsched_vcpu_fd_add() from another thread, at any point. */
 proctype fd_adder()
 {
+	bit got;
+#if defined(NO_CLAIM)
+	got = 1;                              /* lands anywhere */
+#elif !defined(CLAIM_LOAD_STORE)
+	CLAIM(got);
+#else
+	got = !in_engine;                     /* a check, no claim */
+#endif
+	if
+	:: !got -> goto refused               /* VSCHED_ESTATE */
+	:: else -> skip
+	fi;
+	growing = 1;                          /* the tables grow */
+#ifndef NO_CLAIM
+	assert(!in_block);
+#endif
 	atomic { epfd = 1; evfd_open = 1 };   /* epoll, eventfd, timerfd */
 	if
 	:: /* the caller's fd refused */
@@ -83,18 +126,40 @@ proctype fd_adder()
 	:: use_evfd = 1;                          /* accepted: release */
 		user_fd = 1                        /* it becomes ready, once */
 	fi;
+	growing = 0;
+#if !defined(CLAIM_LOAD_STORE) && !defined(NO_CLAIM)
+	in_engine = 0;
+#endif
+refused:
 	fd_done = 1
 }
 
 proctype vcpu()
 {
 	byte c = 0;
-	bit mech, byfd;
+	bit mech, byfd, got;
 
 	do
 	:: c < NB ->
 		c++;
 		pending = 0;                 /* service */
+#ifndef CLAIM_LOAD_STORE
+		CLAIM(got);
+#else
+		got = !in_engine;            /* check, */
+		if
+		:: got -> in_engine = 1      /* then store */
+		:: else -> skip
+		fi;
+#endif
+		if
+		:: !got -> goto next         /* VSCHED_ESTATE */
+		:: else -> skip
+		fi;
+		in_block = 1;
+#ifndef NO_CLAIM
+		assert(!growing);
+#endif
 #ifdef SPLIT_MECH
 		mech = epfd;                 /* chosen by "the set exists" */
 #else
@@ -138,7 +203,10 @@ sleep:
 				:: else -> goto sleep /* stale count, spurious */
 				fi
 			fi
-		fi
+		fi;
+		in_block = 0;
+		in_engine = 0;
+next:		skip
 	:: c == NB -> break
 	od;
 done:

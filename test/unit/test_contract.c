@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -578,6 +579,82 @@ static void test_fd_number_reused(void **state)
 	assert_int_equal(vsched_vm_destroy(vm), 0);
 }
 
+/* Session 29's wait-path hunt (helper-82): a vCPU's fd_add on another
+ * thread (outside its context, block.h) that had passed its check when
+ * the vCPU's block started grew the fd tables under the sleep: the kernel
+ * then wrote the freed event array (glibc abort). Both sides checked a
+ * plain flag. Now both claim it by exchange: the block that starts while
+ * the fd_add is inside its table growth (held there by the allocator) is
+ * refused, VSCHED_ESTATE, and the fd_add completes. */
+static sem_t growing, grow_go;
+static _Atomic bool gate_alloc;
+static void *gated_alloc(size_t size, size_t align, void *ctx)
+{
+	void *p = NULL;
+	(void)ctx;
+	if (atomic_exchange(&gate_alloc, false)) {
+		sem_post(&growing);
+		while (sem_wait(&grow_go))
+			;
+	}
+	return posix_memalign(&p, align, size) ? NULL : p;
+}
+
+static void plain_free(void *p, size_t size, void *ctx)
+{
+	(void)size, (void)ctx;
+	free(p);
+}
+
+struct adder {
+	struct vsched_vcpu *v;
+	int fd, rc;
+};
+
+static void *adder_thread(void *arg)
+{
+	struct adder *a = arg;
+	a->rc = vsched_vcpu_fd_add(a->v, a->fd, EPOLLIN, 5);
+	return NULL;
+}
+
+static void test_bug_fd_add_growth_against_block(void **state)
+{
+	struct vsched_allocator al = { .alloc = gated_alloc, .free = plain_free };
+	struct vsched_vm_config cfg = { .size = sizeof(cfg), .alloc = &al };
+	struct adder a = { .fd = eventfd(0, EFD_NONBLOCK) };
+	struct vsched_vm *vm;
+	pthread_t t;
+	(void)state;
+
+	assert_true(a.fd >= 0);
+	assert_int_equal(sem_init(&growing, 0, 0), 0);
+	assert_int_equal(sem_init(&grow_go, 0, 0), 0);
+	assert_int_equal(vsched_vm_create(&cfg, &vm), 0);
+	declare(vm, K_REQ, "req", 1, 0, NULL, NULL, 0);
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
+	a.v = make_vcpu(vm, 0);
+	atomic_store(&gate_alloc, true);
+	assert_int_equal(pthread_create(&t, NULL, adder_thread, &a), 0);
+	while (sem_wait(&growing))
+		;
+	/* The fd_add is inside its growth: this thread is the vCPU's. */
+	assert_int_equal(vsched_vcpu_block(a.v, vsched_now_ns(vm) + 1000000), VSCHED_ESTATE);
+	sem_post(&grow_go);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(a.rc, 0);
+	/* Done: the block goes in, and the fd wakes it. */
+	assert_int_equal(eventfd_write(a.fd, 1), 0);
+	struct vsched_block_result res = { .size = sizeof(res) };
+	assert_int_equal(vsched_vcpu_block_ex(a.v, VSCHED_DEADLINE_NONE, &res), VSCHED_WAKE_FD);
+	assert_int_equal(res.nready, 1);
+	assert_int_equal(res.tags[0], 5);
+	assert_int_equal(vsched_vm_destroy(vm), 0);
+	close(a.fd);
+	sem_destroy(&growing);
+	sem_destroy(&grow_go);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -587,6 +664,7 @@ int main(void)
 		cmocka_unit_test(test_fd_add_against_sleeper),
 		cmocka_unit_test(test_destroy_against_sleeper),
 		cmocka_unit_test(test_fd_number_reused),
+		cmocka_unit_test(test_bug_fd_add_growth_against_block),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
