@@ -415,12 +415,21 @@ static const char *trace_dir(char *buf, size_t len)
 /* Every .txt of the shipped traces (bench/traces/ in the source), by name,
  * unless --trace gave files, then the generated families (unless --trace or
  * --files-only; --family PREFIX: only those, no files); loads them into
- * tr[] and returns how many loaded, or -1 if a file has a line that is no
- * halt length (load_trace() said which). */
+ * tr[] and returns how many loaded, or -1 (said) for a usage error: a file
+ * with a line that is no halt length, a named file that cannot be
+ * replayed, a --family that matches none or comes with --trace or
+ * --files-only. */
 static int load_traces(struct trace *tr)
 {
 	int ntr = 0, explicit_files = ntrace_files > 0;
 
+	/* --family picks among the generated traces, which --trace and
+	 * --files-only leave out: together they would replay nothing. */
+	if (opt_family && (explicit_files || opt_files_only)) {
+		fprintf(stderr, "vsched-bench: policy: --family selects generated traces; "
+			"--%s replays none\n", explicit_files ? "trace" : "files-only");
+		return -1;
+	}
 	if (!ntrace_files && !opt_family) {
 		char tdir[PATH_MAX];
 		const char *td = trace_dir(tdir, sizeof(tdir));
@@ -464,6 +473,11 @@ static int load_traces(struct trace *tr)
 		if (!opt_family ||
 		    !strncmp(io_families[g].name, opt_family, strlen(opt_family)))
 			gen_trace(&io_families[g], NGENS + g, &tr[ntr++]);
+	if (opt_family && !ntr) {
+		fprintf(stderr, "vsched-bench: policy: no generated trace starts with %s\n",
+			opt_family);
+		return -1;
+	}
 	return ntr;
 }
 

@@ -36,6 +36,14 @@ expect 2 --quick --family exp-2us $model --seed abc policy
 expect 2 --quick --family exp-2us $model --seed -1 policy
 expect 0 --quick --family exp-2us $model --seed 7 policy
 expect 2 --runs 0 request
+# --family selects generated traces: one that matches none, or given with
+# --trace or --files-only (which replay no generated trace), is a usage
+# error, as an unmatched --io-family is (they replayed nothing, status 1)
+expect 2 --quick --family no-such-family $model policy
+expect 2 --quick --runs 1 --io-family no-such-family iothread
+printf '1000\n2000\n' > "$dir/two.txt"
+expect 2 --quick --family exp-2us $model --trace "$dir/two.txt" policy
+expect 2 --quick --family exp-2us $model --files-only policy
 # one benchmark a run, "all" included (all NAME ran NAME alone)
 expect 2 --quick --runs 1 all request
 expect 2 --quick --runs 1 request all
