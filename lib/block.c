@@ -657,9 +657,19 @@ arm_and_sleep(const struct target_ops *op, const struct target *t,
 			break;
 		}
 		/* Woken with nothing to do (its event was consumed before we
-		 * looked, or a doorbell rang for a false condition): arm
-		 * again, unless the caller's deadline has passed meanwhile (a
-		 * doorbell that keeps ringing must not starve it). */
+		 * looked, a doorbell rang for a false condition, or a kick
+		 * after the VM's clock stepped): the timers first, as at a
+		 * timer's deadline. After a step back this is the look that
+		 * unlatches a LEVEL line the step lowered, which would
+		 * otherwise never post again (timer.h); after a step forward
+		 * it posts what came due (a vCPU without timers: its state
+		 * check and its timer count, nothing more). */
+		reason = op->timer_due(t);
+		if (reason)
+			break;
+		/* Then arm again, unless the caller's deadline has passed
+		 * meanwhile (a doorbell that keeps ringing must not starve
+		 * it). */
 		arm_at = ops->now_ns(ops->ctx);
 		if (arm_at >= hl->deadline) {
 			reason = s->nlook && vsched__fd_check(s, hl->res)

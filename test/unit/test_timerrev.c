@@ -1023,6 +1023,51 @@ static void test_bug_level_step_back_after_delivery(void **state)
 	}
 }
 
+/* helper-86's review of the fix above: a vCPU asleep in a block, no timer
+ * service. The VMM steps the clock back and kicks the sleeper, as block.h
+ * and timer.h say; the kick woke it with nothing pending and it slept
+ * again without a look at its timers, so the latched line stayed latched
+ * and its rise at CVAL never posted (the block slept on with no deadline).
+ * A wake with nothing to do now looks at the vCPU's timers first. The
+ * fake host's wait plays the VMM while the vCPU sleeps. */
+static int step_back_and_kick(struct fake_host *h, uint32_t *word, uint32_t expected,
+			      uint64_t deadline)
+{
+	(void)word, (void)expected, (void)deadline;
+	switch (h->waits) {
+	case 1:
+		h->now = 50; /* the step back, below CVAL 100 */
+		break;
+	case 2:
+		h->now = 200; /* past CVAL again: the line rises */
+		break;
+	default:
+		/* Still asleep with the line high: end the block. */
+		assert_int_equal(vsched_post(h->vcpu, K_OTHER), 0);
+		return 0;
+	}
+	assert_int_equal(vsched_vcpu_kick(h->vcpu), 0);
+	return 0;
+}
+
+static void test_bug_level_step_back_kicked_sleeper(void **state)
+{
+	struct rig r;
+	(void)state;
+	rig_up(&r, VSCHED_TIMER_LEVEL, VSCHED_CANCEL_CANCEL, false);
+	r.h.now = 150;
+	assert_int_equal(vsched_timer_arm(r.t, 100), 0); /* into the past */
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 1);
+	r.h.on_wait = step_back_and_kick;
+	assert_int_equal(vsched_vcpu_block(r.v, VSCHED_DEADLINE_NONE), VSCHED_WAKE_REQUEST);
+	assert_int_equal(r.h.waits, 2); /* the rise woke it, not the post */
+	assert_int_equal(tstats(r.t).fired, 2);
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 2);
+	vsched_vm_destroy(r.vm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1047,6 +1092,7 @@ int main(void)
 		cmocka_unit_test(test_bug_service_clock_jump),
 		cmocka_unit_test(test_bug_cancel_never_adaptive_reading),
 		cmocka_unit_test(test_bug_level_step_back_after_delivery),
+		cmocka_unit_test(test_bug_level_step_back_kicked_sleeper),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
