@@ -38,7 +38,8 @@
  * of 8, one tick's halts make up about a fifth of it). doc/adopting.md
  * explains what the governor can and cannot see.
  *
- * **Changing the cap.** A tick that finds halts takes a decision: the
+ * **Changing the cap.** A tick that finds halts takes a decision (unless
+ * every one of them was an invalid poll, which says nothing): the
  * largest vCPU window (a vCPU whose stats fd failed to read counts with
  * its last window). It becomes the cap when it differs from the cap in
  * force by more than `hysteresis_pct` percent of the larger of the two (a
@@ -89,8 +90,9 @@ struct vsched_kvm_gov;
  * set_cap() and the governor's thread they run with the governor's lock
  * held: a call on the same governor from one of them is refused with
  * VSCHED_ESTATE (it would wait for that lock for ever); a call on another
- * governor is not. `close` also runs inside destroy(), after which no
- * call on the governor may be made.
+ * governor is not. `close` also runs inside destroy(), and is refused the
+ * same way (a destroy from it freed the governor twice before session
+ * 30); no call on the governor may be made after destroy().
  */
 struct vsched_kvm_gov_ops {
 	/** KVM_CHECK_EXTENSION(KVM_CAP_HALT_POLL) on the VM fd: > 0 supported. */
@@ -176,7 +178,8 @@ struct vsched_kvm_gov_stats {
 	uint64_t samples;
 	/** Ticks that found halts and took a decision. */
 	uint64_t decisions;
-	/** Decisions that changed the cap (KVM_ENABLE_CAP succeeded). */
+	/** Changes of the cap (KVM_ENABLE_CAP succeeded): decisions', and
+	 * vsched_kvm_gov_set_cap()'s, so it may exceed `decisions`. */
 	uint64_t cap_changes;
 	/** Decisions kept from the cap by the hysteresis band. */
 	uint64_t held_hysteresis;
@@ -221,7 +224,8 @@ struct vsched_kvm_gov_stats {
  * KVM's until the first decision. The fds stay the caller's; the stats
  * fds are the governor's. With `thread`, starts the ticking thread.
  * @return 0, VSCHED_EINVAL (a negative vm_fd, NULL, no vCPU or more than
- * 4096, bad config), VSCHED_ENOMEM, -EOPNOTSUPP, KVM_CHECK_EXTENSION's
+ * 4096, bad config), -EBADF (a negative vCPU fd, also where `stats_fds`
+ * would make it unused), VSCHED_ENOMEM, -EOPNOTSUPP, KVM_CHECK_EXTENSION's
  * negative errno, KVM_GET_STATS_FD's errno (or fcntl's, duplicating a
  * `stats_fds` entry), a failed pread's errno, -EBADMSG (a layout that does
  * not fit, a short read) or -ENODATA (a vCPU's stats have neither the
@@ -236,7 +240,8 @@ VSCHED_API int vsched_kvm_gov_create(int vm_fd, const int *vcpu_fds,
 /**
  * Stop the thread (if any), close the stats fds, free the governor. The
  * cap stays as it was last set. @return 0, VSCHED_EINVAL or
- * VSCHED_ESTATE (from one of its ops: refused, nothing freed).
+ * VSCHED_ESTATE (from one of its ops, `close` included: refused, nothing
+ * freed).
  * Context: any thread but the governor's own; no other call on `gov`
  * running or made after it (a read_stats() racing it reads freed memory).
  */
@@ -248,7 +253,8 @@ VSCHED_API int vsched_kvm_gov_destroy(struct vsched_kvm_gov *gov);
  * every call). @return enum vsched_kvm_gov_tick_result, VSCHED_EINVAL, or
  * the negative errno of a failed read (-EBADMSG for a short one) or of
  * KVM_ENABLE_CAP (also counted; the next tick tries again), or
- * VSCHED_ESTATE (from one of the governor's ops).
+ * VSCHED_ESTATE (from one of the governor's ops; on a governor with
+ * `thread`, where tick() is never allowed, VSCHED_EINVAL comes first).
  * Context: one thread at a time (not with `thread` set).
  */
 VSCHED_API int vsched_kvm_gov_tick(struct vsched_kvm_gov *gov, uint64_t now_ns);

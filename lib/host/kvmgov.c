@@ -756,12 +756,19 @@ static void *gov_thread(void *arg)
 
 static void free_gov(struct vsched_kvm_gov *g)
 {
+	/* The close op runs as the others do, as the governor's holder: a
+	 * call of its on this governor is refused (a destroy from it freed
+	 * the governor under this loop, and this one freed it again). */
+	const struct vsched_kvm_gov *prev = holder;
+
+	holder = g;
 	for (unsigned i = 0; g->v && i < g->n; i++) {
 		if (g->v[i].fd >= 0)
 			g->ops.close(g->ops.ctx, g->v[i].fd);
 		free(g->v[i].cur);
 		free(g->v[i].prev);
 	}
+	holder = prev;
 	free(g->v);
 	pthread_mutex_destroy(&g->lock);
 	pthread_cond_destroy(&g->cond);

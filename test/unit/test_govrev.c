@@ -668,6 +668,49 @@ static void test_pin_bounds_under_random_load(void **state)
 	fake_free(k);
 }
 
+/* helper-87's header audit: `close` runs inside destroy() (kvmgov.h), but
+ * with no holder set, so a close op that called destroy() on the same
+ * governor was let in: the nested destroy freed it, and the outer one
+ * freed it again (ASan: double free in free_gov). A call from close is
+ * refused with VSCHED_ESTATE, as from every other op. */
+static struct vsched_kvm_gov *closing_gov;
+static int close_rc[2] = { 1, 1 };
+
+static void reentering_close(void *ctx, int fd)
+{
+	struct vsched_kvm_gov_stats st = { .size = sizeof(st) };
+
+	if (closing_gov) {
+		close_rc[0] = vsched_kvm_gov_destroy(closing_gov);
+		close_rc[1] = vsched_kvm_gov_read_stats(closing_gov, &st);
+		closing_gov = NULL;
+	}
+	f_close(ctx, fd);
+}
+
+static void test_close_op_cannot_reenter(void **state)
+{
+	(void)state;
+	for (int threaded = 0; threaded < 2; threaded++) {
+		struct fake_kvm *k = fake_new(FULL, 1);
+		struct vsched_kvm_gov_ops ops = { f_check, f_set, f_stats_fd,
+						  f_pread, reentering_close, k };
+		struct vsched_kvm_gov_config c = { .size = sizeof(c), .ops = &ops,
+						   .thread = threaded,
+						   .interval_ns = threaded ? MS : 0 };
+		struct vsched_kvm_gov *g;
+
+		assert_int_equal(vsched_kvm_gov_create(100, vcpu_fds, 1, &c, &g), 0);
+		closing_gov = g;
+		close_rc[0] = close_rc[1] = 1;
+		assert_int_equal(vsched_kvm_gov_destroy(g), 0);
+		assert_null(closing_gov); /* close ran, and called */
+		assert_int_equal(close_rc[0], VSCHED_ESTATE);
+		assert_int_equal(close_rc[1], VSCHED_ESTATE);
+		fake_free(k);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -684,6 +727,7 @@ int main(void)
 		cmocka_unit_test(test_samples_per_tick_bounded),
 		cmocka_unit_test(test_thread_blocks_signals),
 		cmocka_unit_test(test_pin_bounds_under_random_load),
+		cmocka_unit_test(test_close_op_cannot_reenter),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
