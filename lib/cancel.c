@@ -54,8 +54,11 @@ static uint64_t mul_sat(uint64_t a, uint64_t b)
 static void adapt(struct vsched_timer *t)
 {
 	/* Read when stale share x spurious cost > read cost. Before any
-	 * evidence, keep reading (it is how the costs get measured). */
-	if (t->n_checked < 256 * 4)
+	 * evidence, keep reading (it is how the costs get measured). With
+	 * no timer_read there is nothing to read (timer.h). */
+	if (!t->vcpu->vm->ops.timer_read)
+		t->reading = false;
+	else if (t->n_checked < 256 * 4)
 		t->reading = true;
 	else
 		t->reading = mul_sat(t->n_stale, t->est_spur) >

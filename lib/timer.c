@@ -94,9 +94,10 @@ int vsched_timer_create(struct vsched_vcpu *v,
 	t->cancel = d->cancel;
 	t->est_read = d->read_cost_ns ? d->read_cost_ns : 1000;
 	t->est_spur = d->spurious_cost_ns ? d->spurious_cost_ns : 10000;
-	/* ADAPTIVE starts by reading: that measures. The other policies
-	 * make no choice, and their stats say 0. */
-	t->reading = d->cancel == VSCHED_CANCEL_ADAPTIVE;
+	/* ADAPTIVE starts by reading, where there is a timer_read: that
+	 * measures. The other policies make no choice, and their stats say
+	 * 0. */
+	t->reading = d->cancel == VSCHED_CANCEL_ADAPTIVE && vm->ops.timer_read;
 	atomic_store(&t->st.reading, t->reading);
 	/* Publish: the vCPU's list, then the VM's list for the service. */
 	v->timers[v->ntimers] = t;

@@ -162,7 +162,7 @@ struct vsched_timer_stats {
 	/** Their total measured ns. */
 	uint64_t state_read_ns;
 	/** ADAPTIVE: current choice (1: reading); 0 under the other
-	 * policies. */
+	 * policies, and without a `timer_read` host callback. */
 	unsigned adaptive_reading;
 	/** ADAPTIVE: estimated cost of one read. */
 	uint64_t est_read_ns;

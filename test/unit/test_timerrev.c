@@ -1068,6 +1068,31 @@ static void test_bug_level_step_back_kicked_sleeper(void **state)
 	vsched_vm_destroy(r.vm);
 }
 
+/* helper-87's header audit: ADAPTIVE without a timer_read callback has
+ * nothing to read (timer.h: its stats report no reads), but its stats said
+ * adaptive_reading 1, the choice it started with, for good (and a
+ * report_spurious() ran the choice again). */
+static void test_bug_adaptive_without_read_not_reading(void **state)
+{
+	struct rig r;
+	(void)state;
+	rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_ADAPTIVE, false);
+	assert_int_equal(tstats(r.t).adaptive_reading, 0);
+	r.h.now = 1000;
+	assert_int_equal(vsched_timer_arm(r.t, 500), 0); /* due: posted */
+	assert_int_equal(vsched_service(r.v), 1);
+	assert_int_equal(delivered, 1);
+	assert_int_equal(vsched_timer_report_spurious(r.t, 5000), 0);
+	struct vsched_timer_stats s = tstats(r.t);
+	assert_int_equal(s.adaptive_reading, 0);
+	assert_int_equal(s.state_reads, 0);
+	vsched_vm_destroy(r.vm);
+	/* With the callback it starts by reading, as before. */
+	rig_up(&r, VSCHED_TIMER_ONESHOT, VSCHED_CANCEL_ADAPTIVE, true);
+	assert_int_equal(tstats(r.t).adaptive_reading, 1);
+	vsched_vm_destroy(r.vm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1093,6 +1118,7 @@ int main(void)
 		cmocka_unit_test(test_bug_cancel_never_adaptive_reading),
 		cmocka_unit_test(test_bug_level_step_back_after_delivery),
 		cmocka_unit_test(test_bug_level_step_back_kicked_sleeper),
+		cmocka_unit_test(test_bug_adaptive_without_read_not_reading),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
