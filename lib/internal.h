@@ -288,6 +288,11 @@ struct vsched_vcpu {
 	 * the pass's thread's marker (lib/vcpu.c thread_marker()), NULL
 	 * outside a pass. */
 	_Atomic(const void *) in_service;
+	/* Kinds (by rank) whose payload pass a handler ended by entering the
+	 * guest, their bit set again for the rest: the next service of one
+	 * finishes that service and is not counted again (stats.h `posted`
+	 * stays the posts made). The owner's, in its passes. */
+	uint64_t resumed;
 	struct {
 		_Atomic uint64_t cancelled_entries;
 		_Atomic uint64_t serviced[VSCHED_MAX_KINDS];  /* by rank */

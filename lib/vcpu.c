@@ -199,9 +199,15 @@ static void deliver_payloads(struct vsched_vcpu *v, unsigned r,
 		 * delivered in guest mode). */
 		m = after_handler(v, e0);
 		if (VSCHED__UNLIKELY(m != VSCHED_MODE_OUTSIDE_GUEST)) {
-			if (m != VSCHED_MODE_DESTROYED)
-				atomic_fetch_or_explicit(&v->pending, UINT64_C(1) << r,
-							 memory_order_relaxed);
+			/* The next call services the kind again with no post
+			 * behind it, and finishes this service: not counted
+			 * again (v->resumed). A poster that set the bit
+			 * meanwhile has its own service coming. */
+			if (m != VSCHED_MODE_DESTROYED &&
+			    !(atomic_fetch_or_explicit(&v->pending, UINT64_C(1) << r,
+						       memory_order_relaxed) &
+			      (UINT64_C(1) << r)))
+				v->resumed |= UINT64_C(1) << r;
 			return;
 		}
 	}
@@ -271,7 +277,10 @@ int vsched__service_slow(struct vsched_vcpu *v)
 		/* Acquire: pairs with the poster's release of the bit. */
 		atomic_fetch_and_explicit(&v->pending, ~(UINT64_C(1) << r),
 					  memory_order_acquire);
-		vsched__count(&v->vs.serviced[r]);
+		if (VSCHED__UNLIKELY(v->resumed & (UINT64_C(1) << r)))
+			v->resumed &= ~(UINT64_C(1) << r); /* counted already */
+		else
+			vsched__count(&v->vs.serviced[r]);
 		n++;
 		if (VSCHED__UNLIKELY(k->special | ((v->timer_ranks >> r) & 1)))
 			service_special(v, r, e0);

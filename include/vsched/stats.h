@@ -24,7 +24,9 @@ struct vsched_kind_stats {
 	 * services this kind may count its request both pending and
 	 * serviced, one more than a later read (vsched_vcpu_read_stats()). */
 	uint64_t posted;
-	/** Times the kind was found pending and serviced. */
+	/** Times the kind was found pending and serviced (a payload pass
+	 * that a handler ended by entering the guest, and the call that
+	 * delivers the rest, count once). */
 	uint64_t serviced;
 	/** Posts that found the kind already pending and merged with it. */
 	uint64_t coalesced;
@@ -130,7 +132,7 @@ struct vsched_vcpu_stats {
  * under a storm of kicks that outlasts 4 reads it can be more by the
  * kicks made during the last one. The counters themselves never go
  * back.
- * @return 0, VSCHED_EINVAL (NULL, size too small). Works on destroyed
+ * @return 0, VSCHED_EINVAL (NULL, size too small or over 4096). Works on destroyed
  * vCPUs until vsched_vm_destroy(). Context: any thread.
  */
 VSCHED_API int vsched_vcpu_read_stats(const struct vsched_vcpu *vcpu,
