@@ -307,10 +307,17 @@ static void hook_after_destroys(struct vsched_waiter *w, void *arg)
 		hook_rc = vsched_waiter_destroy(w);
 }
 
+/* The hook tests need the wait to sleep (the hooks run around a sleep):
+ * on the fake host's clock, whose wait jumps to the deadline, it always
+ * does. On the real clock a 1 ms deadline could pass before the wait
+ * began (valgrind in CI), and a wait that never sleeps runs no hook. */
+static struct fake_host hook_host;
+
 static void test_waiter_destroy_from_hook(void **state)
 {
 	struct vsched_allocator a = { .alloc = q_alloc, .free = q_free };
-	struct vsched_vm_config cfg = { .size = sizeof(cfg), .alloc = &a };
+	struct vsched_host_ops ops = fake_ops(&hook_host);
+	struct vsched_vm_config cfg = { .size = sizeof(cfg), .alloc = &a, .ops = &ops };
 	struct vsched_poll_params pp;
 	struct vsched_vm *vm;
 	struct vsched_waiter_config c = {
@@ -326,7 +333,9 @@ static void test_waiter_destroy_from_hook(void **state)
 	assert_int_equal(vsched_request_finalize(vm, 0), 0);
 	assert_int_equal(vsched_waiter_create_ex(vm, &c, &hook_w), 0);
 	quarantine = true;
-	assert_int_equal(vsched_waiter_wait(hook_w, mono() + 1000000, NULL), VSCHED_WAKE_DEADLINE);
+	hook_host.now = 1000;
+	assert_int_equal(vsched_waiter_wait(hook_w, hook_host.now + 1000000, NULL),
+			 VSCHED_WAKE_DEADLINE);
 	quarantine = false;
 	int rc = hook_rc;
 	printf("vsched_waiter_destroy() from after_sleep: %d (%s)\n", rc,
@@ -361,7 +370,8 @@ static void hook_before_changes_fds(struct vsched_waiter *w, void *arg)
 
 static void test_waiter_fds_from_hook(void **state)
 {
-	struct vsched_vm *vm = quiet_vm();
+	struct vsched_host_ops ops = fake_ops(&hook_host);
+	struct vsched_vm *vm = make_vm(&ops, 0);
 	struct vsched_waiter *w;
 	struct vsched_waiter_config c = {
 		.size = sizeof(c), .cond = never, .before_sleep = hook_before_changes_fds,
@@ -370,11 +380,13 @@ static void test_waiter_fds_from_hook(void **state)
 	struct vsched_poll_params none = fixed_or_none(0);
 	(void)state;
 
+	assert_int_equal(vsched_request_finalize(vm, 0), 0);
 	hook_fd = eventfd(0, EFD_NONBLOCK);
 	assert_true(hook_fd >= 0);
-	c.poll = &none; /* quiet_vm()'s */
+	c.poll = &none;
 	assert_int_equal(vsched_waiter_create_ex(vm, &c, &w), 0);
-	assert_int_equal(vsched_waiter_wait(w, mono() + 1000000, NULL), VSCHED_WAKE_DEADLINE);
+	hook_host.now = 1000;
+	assert_int_equal(vsched_waiter_wait(w, hook_host.now + 1000000, NULL), VSCHED_WAKE_DEADLINE);
 	assert_int_equal(hook_add_rc, VSCHED_ESTATE);
 	assert_int_equal(hook_del_rc, VSCHED_ESTATE);
 	/* Outside a wait both are the consumer's to make. */
