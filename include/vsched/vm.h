@@ -59,7 +59,13 @@ struct vsched_host_ops {
 	 * it on every iteration (a poll that wins ends at its last read), and
 	 * every waker that wakes a sleeper reads it once, on the poster's or
 	 * kicker's thread (the sleeper's wake cost, poll.h): keep it as cheap
-	 * as a vDSO clock read, with no lock, callable from any thread. */
+	 * as a vDSO clock read, with no lock, callable from any thread. Keep
+	 * its readings below 2^63 (292 years from 0): UINT64_MAX is
+	 * VSCHED_DEADLINE_NONE, so a clock that reads it has passed every
+	 * deadline, "none" included (an untimed wait returns at once), and
+	 * the engine adds its intervals to a reading without saturating
+	 * (within a few us of 2^64 the poll window looks at the fds on every
+	 * pass). */
 	uint64_t (*now_ns)(void *ctx);
 	/**
 	 * Receives each payload that was accepted by vsched_post_payload()
