@@ -290,9 +290,10 @@ struct vsched_vcpu {
 	_Atomic(const void *) in_service;
 	/* Kinds (by rank) whose payload pass a handler ended by entering the
 	 * guest, their bit set again for the rest: the next service of one
-	 * finishes that service and is not counted again (stats.h `posted`
-	 * stays the posts made). The owner's, in its passes. */
-	uint64_t resumed;
+	 * finishes that service and is not counted again, and until then
+	 * its pending bit is no post (stats.h `posted` stays the posts
+	 * made). Written by the owner in its passes, read by the stats. */
+	_Atomic uint64_t resumed;
 	struct {
 		_Atomic uint64_t cancelled_entries;
 		_Atomic uint64_t serviced[VSCHED_MAX_KINDS];  /* by rank */

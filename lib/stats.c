@@ -151,7 +151,9 @@ int vsched_vcpu_read_stats(const struct vsched_vcpu *v,
 	for (unsigned tries = 1;; tries++) {
 		read_rows(out, FROM_VCPU, v);
 		read_rows(out, FROM_SLEEPER, &v->sl);
-		pend = atomic_load_explicit(&v->pending, memory_order_relaxed);
+		/* A bit set again for a resumed payload pass is no post. */
+		pend = atomic_load_explicit(&v->pending, memory_order_relaxed) &
+		       ~atomic_load_explicit(&v->resumed, memory_order_relaxed);
 		read_rank_rows(out, v);
 		if (tries == 4 ||
 		    (atomic_load_explicit(&v->ps.kicks_sent, memory_order_relaxed) ==

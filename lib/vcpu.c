@@ -207,7 +207,11 @@ static void deliver_payloads(struct vsched_vcpu *v, unsigned r,
 			    !(atomic_fetch_or_explicit(&v->pending, UINT64_C(1) << r,
 						       memory_order_relaxed) &
 			      (UINT64_C(1) << r)))
-				v->resumed |= UINT64_C(1) << r;
+				atomic_store_explicit(&v->resumed,
+						      atomic_load_explicit(&v->resumed,
+									   memory_order_relaxed) |
+							      (UINT64_C(1) << r),
+						      memory_order_relaxed);
 			return;
 		}
 	}
@@ -277,8 +281,10 @@ int vsched__service_slow(struct vsched_vcpu *v)
 		/* Acquire: pairs with the poster's release of the bit. */
 		atomic_fetch_and_explicit(&v->pending, ~(UINT64_C(1) << r),
 					  memory_order_acquire);
-		if (VSCHED__UNLIKELY(v->resumed & (UINT64_C(1) << r)))
-			v->resumed &= ~(UINT64_C(1) << r); /* counted already */
+		const uint64_t resumed = atomic_load_explicit(&v->resumed, memory_order_relaxed);
+		if (VSCHED__UNLIKELY(resumed & (UINT64_C(1) << r))) /* counted already */
+			atomic_store_explicit(&v->resumed, resumed & ~(UINT64_C(1) << r),
+					      memory_order_relaxed);
 		else
 			vsched__count(&v->vs.serviced[r]);
 		n++;

@@ -240,8 +240,9 @@ VSCHED_API int vsched_kvm_gov_create(int vm_fd, const int *vcpu_fds,
 /**
  * Stop the thread (if any), close the stats fds, free the governor. The
  * cap stays as it was last set. @return 0, VSCHED_EINVAL or
- * VSCHED_ESTATE (from one of its ops, `close` included: refused, nothing
- * freed).
+ * VSCHED_ESTATE (from one of its ops, `close` included, or while its
+ * destroy is under way, as from a close op of another governor that this
+ * one's close destroys: refused, nothing freed).
  * Context: any thread but the governor's own; no other call on `gov`
  * running or made after it (a read_stats() racing it reads freed memory).
  */

@@ -127,6 +127,11 @@ struct vsched_kvm_gov {
 	 * before its next tick (a tick longer than interval_ns never waits,
 	 * and the lock is released only in the thread's wait). */
 	atomic_uint pending;
+	/* A destroy() is under way: a second one is refused. `holder` cannot
+	 * tell it: a close op may destroy another governor, whose close ops
+	 * then hold that one (helper-89: A's close destroyed B, B's close
+	 * destroyed A, freed twice). */
+	atomic_bool dying;
 };
 
 /* The governor whose lock this thread holds, if any: the ops run under
@@ -929,6 +934,8 @@ int vsched_kvm_gov_destroy(struct vsched_kvm_gov *g)
 		return VSCHED_EINVAL;
 	if (held_here(g))
 		return VSCHED_ESTATE; /* from an op: it would free under the tick */
+	if (atomic_exchange(&g->dying, true))
+		return VSCHED_ESTATE; /* from inside its own destroy */
 	if (g->threaded) {
 		const struct vsched_kvm_gov *prev = gov_lock(g);
 		g->stop = true;

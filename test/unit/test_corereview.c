@@ -764,6 +764,11 @@ static void test_payload_handler_run_ends_pass(void **state)
 	assert_int_equal(handler_rc, 0);
 	assert_int_equal(handler_rc2, 0);
 	assert_int_equal(payload_calls, 1);
+	/* Before the rest is delivered, the bit set again is no post
+	 * (helper-89: posted said 4, then went back to 3). */
+	struct vsched_vcpu_stats s0 = { .size = sizeof(s0) };
+	assert_int_equal(vsched_vcpu_read_stats(v, &s0), 0);
+	assert_int_equal(s0.kind[0].posted, 3);
 	assert_int_equal(vsched_service(v), 1);
 	assert_int_equal(payload_calls, 3);
 	/* The split pass is one service of the kind (helper-87's audit: the

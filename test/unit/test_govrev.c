@@ -711,6 +711,47 @@ static void test_close_op_cannot_reenter(void **state)
 	}
 }
 
+/* helper-89's review of the fix above: the holder is one slot a thread.
+ * A's close destroys B (another governor: allowed), and B's close then
+ * destroyed A, whose own destroy was still in its close loop: freed twice.
+ * A governor being destroyed refuses a second destroy. */
+static struct vsched_kvm_gov *cross_a, *cross_b;
+static int cross_rc[2] = { 1, 1 };
+
+static void close_a_destroys_b(void *ctx, int fd)
+{
+	if (cross_rc[0] == 1)
+		cross_rc[0] = vsched_kvm_gov_destroy(cross_b);
+	f_close(ctx, fd);
+}
+
+static void close_b_destroys_a(void *ctx, int fd)
+{
+	if (cross_rc[1] == 1)
+		cross_rc[1] = vsched_kvm_gov_destroy(cross_a);
+	f_close(ctx, fd);
+}
+
+static void test_close_ops_cross_destroy(void **state)
+{
+	struct fake_kvm *ka = fake_new(FULL, 1), *kb = fake_new(FULL, 1);
+	struct vsched_kvm_gov_ops oa = { f_check, f_set, f_stats_fd, f_pread,
+					 close_a_destroys_b, ka };
+	struct vsched_kvm_gov_ops ob = { f_check, f_set, f_stats_fd, f_pread,
+					 close_b_destroys_a, kb };
+	struct vsched_kvm_gov_config ca = { .size = sizeof(ca), .ops = &oa };
+	struct vsched_kvm_gov_config cb = { .size = sizeof(cb), .ops = &ob };
+	(void)state;
+
+	assert_int_equal(vsched_kvm_gov_create(100, vcpu_fds, 1, &ca, &cross_a), 0);
+	assert_int_equal(vsched_kvm_gov_create(101, vcpu_fds, 1, &cb, &cross_b), 0);
+	assert_int_equal(vsched_kvm_gov_destroy(cross_a), 0);
+	assert_int_equal(cross_rc[0], 0);             /* B went */
+	assert_int_equal(cross_rc[1], VSCHED_ESTATE); /* A was going */
+	fake_free(ka);
+	fake_free(kb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -728,6 +769,7 @@ int main(void)
 		cmocka_unit_test(test_thread_blocks_signals),
 		cmocka_unit_test(test_pin_bounds_under_random_load),
 		cmocka_unit_test(test_close_op_cannot_reenter),
+		cmocka_unit_test(test_close_ops_cross_destroy),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
