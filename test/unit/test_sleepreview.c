@@ -126,8 +126,12 @@ static void guard_stop(struct guard *g)
  * BLOCKED, waits in epoll_pwait for a post or an fd: past its deadline,
  * for ever when none comes. The same error from the futex or from
  * epoll_pwait is returned at once (test_wait_error_is_reported). Here
- * timerfd_settime fails with EPERM; a guard posts after 2 s (20 ms is
- * the deadline). Before the fix: VSCHED_WAKE_REQUEST, from the guard.
+ * timerfd_settime fails with EPERM; a guard posts after 15 s (10 s is
+ * the deadline: far enough that it cannot pass before the sleep arms its
+ * timerfd, which a 20 ms one did under valgrind in CI, so the block
+ * returned DEADLINE with no timerfd call; the failing call returns at
+ * once, so the test stays short). Before the fix: VSCHED_WAKE_REQUEST,
+ * from the guard.
  * Fix 01-timerfd-error: the error goes back to the sleep, which leaves
  * BLOCKED and returns it (a waker that won meanwhile: 0, look again). */
 static void test_timerfd_error_reported(void **state)
@@ -142,8 +146,8 @@ static void test_timerfd_error_reported(void **state)
 	assert_int_equal(vsched_vcpu_fd_add(v, efd, EPOLLIN, 1), 0);
 	atomic_store(&tfd_failed, 0);
 	atomic_store(&tfd_errno, EPERM);
-	guard_start(&g, v, 2000);
-	int rc = vsched_vcpu_block(v, vsched_deadline_in(vm, 20000000));
+	guard_start(&g, v, 15000);
+	int rc = vsched_vcpu_block(v, vsched_deadline_in(vm, 10000000000ull));
 	guard_stop(&g);
 	atomic_store(&tfd_errno, 0);
 	int mode = vsched_vcpu_mode(v);
@@ -156,7 +160,7 @@ static void test_timerfd_error_reported(void **state)
 	/* Nothing was lost, and the next waits work. */
 	if (!by_guard) {
 		assert_int_equal(vsched_post(v, K_REQ), 0);
-		rc2 = vsched_vcpu_block(v, vsched_deadline_in(vm, 20000000));
+		rc2 = vsched_vcpu_block(v, vsched_deadline_in(vm, 10000000000ull));
 		served = vsched_service(v);
 		rc3 = vsched_vcpu_block(v, vsched_deadline_in(vm, 2000000));
 	}
@@ -166,7 +170,7 @@ static void test_timerfd_error_reported(void **state)
 	close(efd);
 	assert_true(atomic_load(&tfd_failed) >= 1);
 	if (by_guard)
-		fail_msg("a 20 ms wait ran past its deadline until the guard's post (block %d)", rc);
+		fail_msg("a 10 s wait ran past its deadline until the guard's post (block %d)", rc);
 	assert_int_equal(rc, -EPERM);
 	assert_int_equal(mode, VSCHED_MODE_OUTSIDE_GUEST);
 	assert_int_equal(rc2, VSCHED_WAKE_REQUEST);
