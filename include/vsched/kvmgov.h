@@ -90,9 +90,9 @@ struct vsched_kvm_gov;
  * set_cap() and the governor's thread they run with the governor's lock
  * held: a call on the same governor from one of them is refused with
  * VSCHED_ESTATE (it would wait for that lock for ever); a call on another
- * governor is not. `close` also runs inside destroy(), and is refused the
- * same way (a destroy from it freed the governor twice before session
- * 30); no call on the governor may be made after destroy().
+ * governor is not. `close` also runs inside destroy(), and a call from it
+ * is refused the same way (a destroy from it would free the governor
+ * twice); no call on the governor may be made after destroy().
  */
 struct vsched_kvm_gov_ops {
 	/** KVM_CHECK_EXTENSION(KVM_CAP_HALT_POLL) on the VM fd: > 0 supported. */
